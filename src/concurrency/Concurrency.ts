@@ -1,0 +1,59 @@
+/**
+ * `Mutex` and `Semaphore`: two spellings of one concurrency policy family.
+ * A mutex is a semaphore with one slot; the split keeps intent honest in code.
+ *
+ * @since 0.1.0
+ */
+import * as Declaration from "../policy/Declaration.js"
+import type { ConcurrencyMode } from "../policy/PolicyValues.js"
+
+export { ConcurrencyMode, ConcurrencyPolicy } from "../policy/PolicyValues.js"
+
+/** Options shared by {@link Mutex} and {@link Semaphore}. */
+export interface ConcurrencyOptions {
+  readonly mode?: ConcurrencyMode
+}
+
+/**
+ * At most one job of `key` processing at once, across all workers and processes.
+ * Default mode `Skip` (duplicate detection). Throws `InvalidPolicy` for a blank or oversized key.
+ *
+ * @example
+ * const ProcessPayment = Contract.job("ProcessPayment", Schema.Struct({ customerId: Schema.Number }), {
+ *   policy: [Mutex("payment-processing")]
+ * })
+ */
+export const Mutex = (key: string, options?: ConcurrencyOptions): Declaration.Declaration<"concurrency", "anywhere"> =>
+  Declaration.make("concurrency", { key, limit: 1, mode: options?.mode ?? "Skip" })
+
+/**
+ * At most `limit` jobs of `key` processing at once, across all workers and processes.
+ * Default mode `Wait` ("queue surplus, don't drop"). `limit` must be an integer >= 1;
+ * anything else throws `InvalidPolicy` — never a silent clamp.
+ */
+export const Semaphore = (
+  key: string,
+  limit: number,
+  options?: ConcurrencyOptions
+): Declaration.Declaration<"concurrency", "anywhere"> =>
+  Declaration.make("concurrency", { key, limit, mode: options?.mode ?? "Wait" })
+
+/**
+ * The mutable draft edited by `JobParameters.configure(ConcurrencyMetadata, m => ...)`.
+ * `limit` defaults to 1; `mode` defaults to Skip at limit 1 and Wait above it.
+ */
+export interface ConcurrencyDraft {
+  key?: string
+  limit?: number
+  mode?: ConcurrencyMode
+}
+
+/** Typed accessor for the `concurrency` metadata slot, for `JobParameters.configure`. */
+export const ConcurrencyMetadata = {
+  family: "concurrency" as const,
+  draft: (): ConcurrencyDraft => ({}),
+  build: (d: ConcurrencyDraft) => {
+    const limit = d.limit ?? 1
+    return Declaration.makeEither("concurrency", { key: d.key, limit, mode: d.mode ?? (limit === 1 ? "Skip" : "Wait") })
+  }
+}

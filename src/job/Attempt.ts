@@ -1,0 +1,21 @@
+/**
+ * The context of one running attempt, available to pipeline behaviors.
+ *
+ * @since 0.1.0
+ */
+import * as Context from "effect/Context"
+import type { Policies } from "../policy/PolicyFamily.js"
+import type { Job } from "./Job.js"
+import type { Registered } from "./Registry.js"
+
+/** One attempt: the claimed row, its handler and the policy in force. */
+export interface Attempt {
+  readonly job: Job
+  readonly workerId: string
+  readonly registered: Registered
+  readonly payload: unknown
+  readonly policies: Policies
+}
+
+/** The current attempt, provided to behaviors and handlers. */
+export class CurrentAttempt extends Context.Tag("warp/CurrentAttempt")<CurrentAttempt, Attempt>() {}

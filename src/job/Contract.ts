@@ -1,0 +1,67 @@
+/**
+ * Contracts: the job and message types, with their payload schema and declared policy.
+ *
+ * @since 0.1.0
+ */
+import * as Either from "effect/Either"
+import type * as Schema from "effect/Schema"
+import * as Declaration from "../policy/Declaration.js"
+import type { Policies } from "../policy/PolicyFamily.js"
+
+/** Options of a contract. A contract may carry any declaration, including a `Total` timeout. */
+export interface ContractOptions {
+  readonly policy?: ReadonlyArray<Declaration.Declaration>
+}
+
+interface ContractBase<Tag extends string, Name extends string, A, I> {
+  readonly _tag: Tag
+  readonly name: Name
+  readonly schema: Schema.Schema<A, I>
+  /** The declared policy, one value per family (validated at construction). */
+  readonly policies: Policies
+}
+
+/** A job type: enqueued, run by exactly one handler. */
+export interface JobContract<Name extends string = string, A = any, I = any> extends ContractBase<"JobContract", Name, A, I> {}
+
+/** A message type: published once, routed to every registered handler as one child job each. */
+export interface MessageContract<Name extends string = string, A = any, I = any> extends ContractBase<"MessageContract", Name, A, I> {}
+
+/** A plain in-memory request: answered in-process, never persisted — so it carries no policy. */
+export interface RequestContract<Name extends string = string, A = any, I = any> {
+  readonly _tag: "RequestContract"
+  readonly name: Name
+  readonly schema: Schema.Schema<A, I>
+}
+
+/** Any persisted contract. */
+export type AnyContract = JobContract | MessageContract
+
+const policiesOf = (site: string, options?: ContractOptions): Policies =>
+  Either.getOrThrow(Declaration.collect(site, options?.policy ?? []))
+
+/**
+ * Declares a job contract. Throws `InvalidPolicy` when its policy list is invalid.
+ *
+ * @example
+ * const SendEmail = Contract.job("SendEmail", Schema.Struct({ to: Schema.String }))
+ */
+export const job = <const Name extends string, A, I>(
+  name: Name,
+  schema: Schema.Schema<A, I>,
+  options?: ContractOptions
+): JobContract<Name, A, I> => ({ _tag: "JobContract", name, schema, policies: policiesOf(`contract '${name}'`, options) })
+
+/** Declares a message contract. Throws `InvalidPolicy` when its policy list is invalid. */
+export const message = <const Name extends string, A, I>(
+  name: Name,
+  schema: Schema.Schema<A, I>,
+  options?: ContractOptions
+): MessageContract<Name, A, I> => ({ _tag: "MessageContract", name, schema, policies: policiesOf(`contract '${name}'`, options) })
+
+/** Declares an in-memory request contract (no options: a request has no policy). */
+export const request = <const Name extends string, A, I>(name: Name, schema: Schema.Schema<A, I>): RequestContract<Name, A, I> => ({
+  _tag: "RequestContract",
+  name,
+  schema
+})

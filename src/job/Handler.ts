@@ -1,0 +1,128 @@
+/**
+ * Handlers: the code that runs a contract, built by typed constructors.
+ *
+ * Only job and message handlers accept a `policy` option. The options types of stream and request
+ * handlers have no `policy` field, so a policy placed there fails to compile; a handler assembled
+ * around these constructors is checked when its job runs and fails that job, not the process.
+ *
+ * @since 0.1.0
+ */
+import type * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import type * as Stream from "effect/Stream"
+import * as Declaration from "../policy/Declaration.js"
+import type { Policies } from "../policy/PolicyFamily.js"
+import type { JobContract, MessageContract, RequestContract } from "./Contract.js"
+
+/** What a handler learns about the attempt running it. */
+export interface AttemptInfo {
+  readonly jobId: string
+  readonly type: string
+  readonly attempt: number
+}
+
+/** Options of job and message handlers. `Total` timeouts are not accepted here. */
+export interface HandlerOptions {
+  readonly policy?: ReadonlyArray<Declaration.HandlerDeclaration>
+}
+
+/** Runs one job of contract `C`. */
+export interface JobHandler<A = any, E = any, R = any> {
+  readonly _tag: "JobHandler"
+  readonly contract: JobContract<string, A>
+  readonly name: string
+  readonly policies: Policies
+  readonly run: (payload: A, attempt: AttemptInfo) => Effect.Effect<void, E, R>
+}
+
+/** Runs this handler's child of every published message of contract `C`. */
+export interface MessageHandler<A = any, E = any, R = any> {
+  readonly _tag: "MessageHandler"
+  readonly contract: MessageContract<string, A>
+  readonly name: string
+  readonly policies: Policies
+  readonly run: (payload: A, attempt: AttemptInfo) => Effect.Effect<void, E, R>
+}
+
+/** Runs a job as a stream drained to completion. Stream handlers take no policy (spec #242). */
+export interface StreamHandler<A = any, E = any, R = any> {
+  readonly _tag: "StreamHandler"
+  readonly contract: JobContract<string, A>
+  readonly name: string
+  readonly run: (payload: A, attempt: AttemptInfo) => Stream.Stream<unknown, E, R>
+}
+
+/** Answers an in-memory request in-process. Request handlers take no policy. */
+export interface RequestHandler<A = any, B = any, E = any, R = any> {
+  readonly _tag: "RequestHandler"
+  readonly contract: RequestContract<string, A>
+  readonly name: string
+  readonly run: (request: A) => Effect.Effect<B, E, R>
+}
+
+/** Any handler the registry accepts. */
+export type AnyHandler = JobHandler | MessageHandler | StreamHandler | RequestHandler | import("./Saga.js").SagaHandler
+
+/** The requirements of a handler. */
+export type Requirements<H> = H extends { readonly run: (...args: any) => Effect.Effect<any, any, infer R> }
+  ? R
+  : H extends { readonly run: (...args: any) => Stream.Stream<any, any, infer R> }
+    ? R
+    : never
+
+const policiesOf = (site: string, options?: HandlerOptions): Policies =>
+  Either.getOrThrow(Declaration.collect(site, options?.policy ?? []))
+
+/**
+ * A job handler. Its declared policy wins over the contract's, family by family.
+ *
+ * @example
+ * const send = Handler.job(SendEmail, ({ to }) => Effect.log(`mail to ${to}`), { policy: [Mutex("smtp")] })
+ */
+export const job = <A, E, R>(
+  contract: JobContract<string, A>,
+  run: (payload: A, attempt: AttemptInfo) => Effect.Effect<void, E, R>,
+  options?: HandlerOptions
+): JobHandler<A, E, R> => ({
+  _tag: "JobHandler",
+  contract,
+  name: contract.name,
+  policies: policiesOf(`handler of '${contract.name}'`, options),
+  run
+})
+
+/** A message handler named `name` (unique per message contract). */
+export const message = <A, E, R>(
+  contract: MessageContract<string, A>,
+  name: string,
+  run: (payload: A, attempt: AttemptInfo) => Effect.Effect<void, E, R>,
+  options?: HandlerOptions
+): MessageHandler<A, E, R> => ({
+  _tag: "MessageHandler",
+  contract,
+  name,
+  policies: policiesOf(`handler '${name}' of '${contract.name}'`, options),
+  run
+})
+
+/** A stream handler: the job succeeds when the stream completes. No `policy` option exists. */
+export const stream = <A, E, R>(
+  contract: JobContract<string, A>,
+  run: (payload: A, attempt: AttemptInfo) => Stream.Stream<unknown, E, R>
+): StreamHandler<A, E, R> => ({ _tag: "StreamHandler", contract, name: contract.name, run })
+
+/** An in-memory request handler. No `policy` option exists. */
+export const request = <A, B, E, R>(
+  contract: RequestContract<string, A>,
+  run: (request: A) => Effect.Effect<B, E, R>
+): RequestHandler<A, B, E, R> => ({ _tag: "RequestHandler", contract, name: contract.name, run })
+
+/**
+ * A new job handler built from `base` with a new body. Declarations are not inherited: the derived
+ * handler carries only the `policy` given here.
+ */
+export const derive = <A, E, R>(
+  base: JobHandler<A, any, any>,
+  run: (payload: A, attempt: AttemptInfo) => Effect.Effect<void, E, R>,
+  options?: HandlerOptions
+): JobHandler<A, E, R> => job(base.contract, run, options)

@@ -1,0 +1,53 @@
+/**
+ * The persisted job row and its audit log.
+ *
+ * @since 0.1.0
+ */
+import * as Schema from "effect/Schema"
+import type { LogKind } from "./Outcome.js"
+import { JobState } from "./JobState.js"
+
+/** A job row as the store returns it. `metadata` is raw JSON: it is decoded (strictly) per attempt. */
+export class Job extends Schema.Class<Job>("Job")({
+  id: Schema.String,
+  type: Schema.String,
+  /** The handler name of a routed message child; null for a job. */
+  handler: Schema.NullOr(Schema.String),
+  payload: Schema.Unknown,
+  state: JobState,
+  scheduleTime: Schema.DateFromSelf,
+  metadata: Schema.Unknown,
+  /** Number of attempts started so far (the current one included once Processing). */
+  attempt: Schema.Number,
+  createdAt: Schema.DateFromSelf,
+  updatedAt: Schema.DateFromSelf,
+  /** The worker holding the current attempt, while Processing. */
+  lockedBy: Schema.NullOr(Schema.String),
+  /** Until when that worker's claim is valid; an expired claim is recovered by the next fetch. */
+  leaseUntil: Schema.NullOr(Schema.DateFromSelf)
+}) {}
+
+/** A row to insert at publish. */
+export interface NewJob {
+  readonly id: string
+  readonly type: string
+  readonly handler: string | null
+  readonly payload: unknown
+  readonly state: "Enqueued" | "Scheduled"
+  readonly scheduleTime: Date
+  readonly metadata: unknown
+}
+
+/** One audit-log entry. */
+export interface JobLog {
+  readonly jobId: string
+  readonly at: Date
+  readonly kind: LogKind
+  readonly message: string
+}
+
+/** A job with its audit trail, for detail views. */
+export interface JobDetail {
+  readonly job: Job
+  readonly logs: ReadonlyArray<JobLog>
+}

@@ -1,0 +1,120 @@
+/**
+ * The publisher: enqueue and schedule jobs, publish messages. Only explicit `JobParameters` (and a
+ * contract's `Total` timeout deadline, which must exist before any handler is known) is stamped at
+ * publish; everything else is resolved by the first attempt.
+ *
+ * @since 0.1.0
+ */
+import * as Clock from "effect/Clock"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as ParseResult from "effect/ParseResult"
+import * as Schema from "effect/Schema"
+import * as JobMetadata from "../policy/JobMetadata.js"
+import type { InvalidPolicy } from "../policy/InvalidPolicy.js"
+import { TimeoutPolicy } from "../policy/PolicyValues.js"
+import { JobStore } from "../store/JobStore.js"
+import type { StoreError } from "../store/StoreError.js"
+import type { JobContract, MessageContract } from "./Contract.js"
+import { InvalidPayload } from "./errors.js"
+import * as JobId from "./JobId.js"
+import { JobParameters } from "./JobParameters.js"
+import { Registry } from "./Registry.js"
+
+/** Errors of publishing. */
+export type PublishError = InvalidPayload | InvalidPolicy | StoreError
+
+/** The publisher service. */
+export interface PublisherService {
+  /** Enqueues a job to run as soon as a worker is free; returns its id. */
+  readonly enqueue: <A, I>(contract: JobContract<string, A, I>, payload: A, params?: JobParameters) => Effect.Effect<string, PublishError>
+  /** Schedules a job to run at `at`; returns its id. */
+  readonly schedule: <A, I>(contract: JobContract<string, A, I>, payload: A, at: Date, params?: JobParameters) => Effect.Effect<string, PublishError>
+  /** Publishes a message: one child job per registered handler; returns the child ids. */
+  readonly publish: <A, I>(contract: MessageContract<string, A, I>, payload: A, params?: JobParameters) => Effect.Effect<ReadonlyArray<string>, PublishError>
+}
+
+/** The publisher tag. */
+export class Publisher extends Context.Tag("warp/Publisher")<Publisher, PublisherService>() {}
+
+/** The metadata stored at publish: explicit entries, plus a contract `Total` timeout's deadline. */
+export const publishMetadata = (
+  contract: JobContract | MessageContract,
+  params: JobParameters,
+  now: Date
+): JobMetadata.JobMetadata => {
+  const policies: Record<string, { source: JobMetadata.Source; value: unknown }> = {}
+  for (const [family, d] of params.entries) policies[family] = { source: "enqueue", value: d.value }
+  const contractTimeout = contract.policies.timeout
+  if (policies.timeout === undefined && contractTimeout?.scope === "Total") {
+    policies.timeout = { source: "contract", value: contractTimeout }
+  }
+  const t = policies.timeout?.value as TimeoutPolicy | undefined
+  if (t !== undefined && t.scope === "Total" && t.deadline === undefined) {
+    policies.timeout = {
+      source: policies.timeout!.source,
+      value: new TimeoutPolicy({ ...t, deadline: new Date(now.getTime() + t.durationMs).toISOString() })
+    }
+  }
+  return JobMetadata.fromEntries(policies as JobMetadata.PolicyEntries)
+}
+
+const encodePayload = <A, I>(contract: { readonly name: string; readonly schema: Schema.Schema<A, I> }, payload: A) =>
+  Schema.encode(contract.schema)(payload).pipe(
+    Effect.mapError((e) => new InvalidPayload({ type: contract.name, message: ParseResult.TreeFormatter.formatErrorSync(e) }))
+  )
+
+/** Builds the publisher on the `JobStore` and `Registry` in context. */
+export const make = Effect.gen(function* () {
+  const store = yield* JobStore
+  const registry = yield* Registry
+
+  const insertOne = <A, I>(contract: JobContract<string, A, I>, payload: A, at: Date | undefined, params: JobParameters) =>
+    Effect.gen(function* () {
+      if (params.error !== undefined) return yield* Effect.fail(params.error)
+      const encoded = yield* encodePayload(contract, payload)
+      const now = new Date(yield* Clock.currentTimeMillis)
+      const id = JobId.make()
+      const scheduled = at !== undefined && at.getTime() > now.getTime()
+      yield* store.insert([
+        {
+          id,
+          type: contract.name,
+          handler: null,
+          payload: encoded,
+          state: scheduled ? "Scheduled" : "Enqueued",
+          scheduleTime: scheduled ? at : now,
+          metadata: JobMetadata.encode(publishMetadata(contract, params, now))
+        }
+      ])
+      return id
+    })
+
+  const service: PublisherService = {
+    enqueue: (contract, payload, params = JobParameters.make()) => insertOne(contract, payload, undefined, params),
+    schedule: (contract, payload, at, params = JobParameters.make()) => insertOne(contract, payload, at, params),
+    publish: (contract, payload, params = JobParameters.make()) =>
+      Effect.gen(function* () {
+        if (params.error !== undefined) return yield* Effect.fail(params.error)
+        const encoded = yield* encodePayload(contract, payload)
+        const now = new Date(yield* Clock.currentTimeMillis)
+        const metadata = JobMetadata.encode(publishMetadata(contract, params, now))
+        const rows = registry.messageHandlers(contract.name).map((r) => ({
+          id: JobId.make(),
+          type: contract.name,
+          handler: r.handler.name,
+          payload: encoded,
+          state: "Enqueued" as const,
+          scheduleTime: now,
+          metadata
+        }))
+        yield* store.insert(rows)
+        return rows.map((r) => r.id)
+      })
+  }
+  return service
+})
+
+/** The publisher Layer. */
+export const layer: Layer.Layer<Publisher, never, JobStore | Registry> = Layer.effect(Publisher, make)

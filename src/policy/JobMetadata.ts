@@ -1,0 +1,76 @@
+/**
+ * The persisted `metadata` column of a job row: explicit enqueue policy at publish, and after the
+ * first attempt's finalizing write, the resolved winner of every family (the stamp).
+ *
+ * @since 0.1.0
+ */
+import * as Either from "effect/Either"
+import * as ParseResult from "effect/ParseResult"
+import * as Schema from "effect/Schema"
+import { type FamilyName, familyNames, type Policies } from "./PolicyFamily.js"
+import {
+  CircuitBreakerPolicy,
+  ConcurrencyPolicy,
+  RateLimitPolicy,
+  RetryPolicy,
+  TimeoutPolicy
+} from "./PolicyValues.js"
+
+/** Which rung a stamped value came from. Global defaults are never stamped. */
+export const Source = Schema.Literal("enqueue", "handler", "contract")
+/** Which rung a stamped value came from. */
+export type Source = typeof Source.Type
+
+const entry = <A, I>(value: Schema.Schema<A, I>) =>
+  Schema.optional(Schema.Struct({ source: Source, value }))
+
+/** One entry per family (absent = nothing at this slot). */
+export const PolicyEntries = Schema.Struct({
+  concurrency: entry(ConcurrencyPolicy),
+  retry: entry(RetryPolicy),
+  timeout: entry(TimeoutPolicy),
+  rateLimit: entry(RateLimitPolicy),
+  circuitBreaker: entry(CircuitBreakerPolicy)
+})
+/** One entry per family (absent = nothing at this slot). */
+export type PolicyEntries = typeof PolicyEntries.Type
+
+/** The whole metadata document. `stampedAt` present = resolved; later attempts never re-resolve. */
+export class JobMetadata extends Schema.Class<JobMetadata>("JobMetadata")({
+  policies: PolicyEntries,
+  stampedAt: Schema.optional(Schema.String)
+}) {
+  /** Metadata with nothing in it. */
+  static readonly empty = new JobMetadata({ policies: {} })
+
+  /** The values of every entry, without their sources. */
+  get values(): Policies {
+    const out: Record<string, unknown> = {}
+    for (const k of familyNames) {
+      const e = this.policies[k]
+      if (e !== undefined) out[k] = e.value
+    }
+    return out as Policies
+  }
+
+  /** The source of one family's entry, if any. */
+  sourceOf(family: FamilyName): Source | undefined {
+    return this.policies[family]?.source
+  }
+}
+
+/** Metadata's JSON form (what the database column holds). */
+export const JobMetadataJson = Schema.encodedSchema(JobMetadata)
+
+/** Decodes a stored metadata document strictly: unknown families and wrong types are errors. */
+export const decode = (u: unknown): Either.Either<JobMetadata, string> =>
+  Schema.decodeUnknownEither(JobMetadata, { onExcessProperty: "error" })(u).pipe(
+    Either.mapLeft((e) => ParseResult.TreeFormatter.formatErrorSync(e))
+  )
+
+/** Encodes metadata for storage. */
+export const encode = (m: JobMetadata): unknown => Schema.encodeSync(JobMetadata)(m)
+
+/** Builds metadata from explicit entries. */
+export const fromEntries = (policies: PolicyEntries, stampedAt?: string): JobMetadata =>
+  new JobMetadata(stampedAt === undefined ? { policies } : { policies, stampedAt })

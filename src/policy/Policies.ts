@@ -1,0 +1,54 @@
+/**
+ * Declarations for the retry, timeout, rate-limit and circuit-breaker families.
+ * (Concurrency lives in `concurrency/Concurrency.ts`.)
+ *
+ * @since 0.1.0
+ */
+import * as Duration from "effect/Duration"
+import * as Declaration from "./Declaration.js"
+import type { TimeoutScope } from "./PolicyValues.js"
+
+/** Options of {@link Retry}. */
+export interface RetryOptions {
+  /** Delay before the second attempt (default 1 second). */
+  readonly initialDelay?: Duration.DurationInput
+  /** Multiplier applied per further attempt (default 2). */
+  readonly factor?: number
+  /** Upper bound of one delay (default 1 hour). */
+  readonly maxDelay?: Duration.DurationInput
+}
+
+const retryFields = (maxAttempts: number, o?: RetryOptions) => ({
+  maxAttempts,
+  initialDelayMs: Duration.toMillis(o?.initialDelay ?? "1 second"),
+  factor: o?.factor ?? 2,
+  maxDelayMs: Duration.toMillis(o?.maxDelay ?? "1 hour")
+})
+
+/** Up to `maxAttempts` attempts in total; a failed attempt is rescheduled with exponential backoff. */
+export const Retry = (maxAttempts: number, options?: RetryOptions): Declaration.Declaration<"retry", "anywhere"> =>
+  Declaration.make("retry", retryFields(maxAttempts, options))
+
+/** @internal */
+export const retryValue = (maxAttempts: number, options?: RetryOptions) =>
+  Declaration.makeEither("retry", retryFields(maxAttempts, options))
+
+/**
+ * A timeout. `PerAttempt` (default) interrupts one handler run; `Total` is a wall-clock deadline from
+ * enqueue, stamped at publish — so it is accepted on a contract or at enqueue, never on a handler
+ * (the handler's `policy` type rejects it).
+ */
+export function Timeout(duration: Duration.DurationInput, options: { readonly scope: "Total" }): Declaration.Declaration<"timeout", "publishOnly">
+export function Timeout(duration: Duration.DurationInput, options?: { readonly scope?: "PerAttempt" }): Declaration.Declaration<"timeout", "anywhere">
+export function Timeout(duration: Duration.DurationInput, options?: { readonly scope?: TimeoutScope }): Declaration.Declaration<"timeout"> {
+  const scope = options?.scope ?? "PerAttempt"
+  return Declaration.make("timeout", { scope, durationMs: Duration.toMillis(duration) }, scope === "Total" ? "publishOnly" : "anywhere")
+}
+
+/** At most `limit` starts of jobs sharing `key` per `window`, across all workers; surplus is requeued to the next window. */
+export const RateLimit = (key: string, limit: number, window: Duration.DurationInput): Declaration.Declaration<"rateLimit", "anywhere"> =>
+  Declaration.make("rateLimit", { key, limit, windowMs: Duration.toMillis(window) })
+
+/** After `threshold` consecutive failures in `group`, jobs of the group are requeued until `cooldown` has passed. */
+export const CircuitBreaker = (group: string, threshold: number, cooldown: Duration.DurationInput): Declaration.Declaration<"circuitBreaker", "anywhere"> =>
+  Declaration.make("circuitBreaker", { group, threshold, cooldownMs: Duration.toMillis(cooldown) })

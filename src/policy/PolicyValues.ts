@@ -1,0 +1,81 @@
+/**
+ * The persisted shapes of every policy family. These are what a job row's metadata stores.
+ *
+ * @since 0.1.0
+ */
+import * as Either from "effect/Either"
+import * as ParseResult from "effect/ParseResult"
+import * as Schema from "effect/Schema"
+import { InvalidPolicy } from "./InvalidPolicy.js"
+
+/** Longest accepted concurrency / rate-limit / circuit-breaker key, in UTF-16 code units. */
+export const MAX_KEY_LENGTH = 512
+
+/** A key naming a shared constraint: non-blank, at most {@link MAX_KEY_LENGTH} characters. */
+export const PolicyKey = Schema.String.pipe(
+  Schema.filter((s) => s.trim().length > 0 || "key must not be empty or whitespace"),
+  Schema.filter((s) => s.length <= MAX_KEY_LENGTH || `key must be at most ${MAX_KEY_LENGTH} characters`)
+)
+
+/** A whole number >= 1. */
+export const PositiveInt = Schema.Number.pipe(
+  Schema.filter((n) => (Number.isInteger(n) && n >= 1 && n <= 2_147_483_647) || `expected an integer >= 1, got ${n}`)
+)
+
+/** What happens when a job is picked up while its concurrency key is full. */
+export const ConcurrencyMode = Schema.Literal("Skip", "Wait")
+/** `Skip` drops the surplus job (Deleted); `Wait` requeues it (Enqueued, ScheduleTime = now). */
+export type ConcurrencyMode = typeof ConcurrencyMode.Type
+
+/** The `concurrency` metadata slot: at most `limit` jobs of `key` processing at once. */
+export class ConcurrencyPolicy extends Schema.Class<ConcurrencyPolicy>("ConcurrencyPolicy")({
+  key: PolicyKey,
+  limit: PositiveInt,
+  mode: ConcurrencyMode
+}) {}
+
+/** The `retry` metadata slot: up to `maxAttempts` attempts, exponential backoff between them. */
+export class RetryPolicy extends Schema.Class<RetryPolicy>("RetryPolicy")({
+  maxAttempts: PositiveInt,
+  initialDelayMs: Schema.Number.pipe(Schema.nonNegative()),
+  factor: Schema.Number.pipe(Schema.greaterThanOrEqualTo(1)),
+  maxDelayMs: Schema.Number.pipe(Schema.nonNegative())
+}) {}
+
+/** Where a timeout's clock starts: each attempt, or the enqueue (a wall-clock deadline). */
+export const TimeoutScope = Schema.Literal("PerAttempt", "Total")
+/** `PerAttempt` bounds one handler run; `Total` bounds the job from its enqueue. */
+export type TimeoutScope = typeof TimeoutScope.Type
+
+/** The `timeout` metadata slot. A `Total` timeout carries the absolute `deadline` stamped at publish. */
+export class TimeoutPolicy extends Schema.Class<TimeoutPolicy>("TimeoutPolicy")({
+  scope: TimeoutScope,
+  durationMs: PositiveInt,
+  deadline: Schema.optional(Schema.String)
+}) {}
+
+/** The `rateLimit` metadata slot: at most `limit` starts of `key` per `windowMs`. */
+export class RateLimitPolicy extends Schema.Class<RateLimitPolicy>("RateLimitPolicy")({
+  key: PolicyKey,
+  limit: PositiveInt,
+  windowMs: PositiveInt
+}) {}
+
+/** The `circuitBreaker` metadata slot: `threshold` consecutive failures of `group` open it for `cooldownMs`. */
+export class CircuitBreakerPolicy extends Schema.Class<CircuitBreakerPolicy>("CircuitBreakerPolicy")({
+  group: PolicyKey,
+  threshold: PositiveInt,
+  cooldownMs: PositiveInt
+}) {}
+
+/** Validates raw fields against a policy schema, mapping parse errors to {@link InvalidPolicy}. */
+export const validate = <A, I>(
+  family: string,
+  schema: Schema.Schema<A, I>,
+  input: unknown
+): Either.Either<A, InvalidPolicy> =>
+  Schema.decodeUnknownEither(schema)(input).pipe(
+    Either.mapLeft(
+      (e) => new InvalidPolicy({ family, message: ParseResult.TreeFormatter.formatErrorSync(e) })
+    )
+  )

@@ -1,0 +1,42 @@
+/**
+ * The retry family's behavior: a failed attempt is rescheduled with exponential backoff (an Effect
+ * `Schedule`) until the attempt limit, then stays Failed.
+ *
+ * @since 0.1.0
+ */
+import * as Chunk from "effect/Chunk"
+import * as Clock from "effect/Clock"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Schedule from "effect/Schedule"
+import { Outcome } from "../job/Outcome.js"
+import type { Behavior } from "../job/Pipeline.js"
+import type { RetryPolicy } from "./PolicyValues.js"
+
+/** The delay before attempt `attempt + 1` after attempt `attempt` (1-based) failed. */
+export const delayAfter = (policy: RetryPolicy, attempt: number): Effect.Effect<Duration.Duration> =>
+  Schedule.run(
+    Schedule.exponential(Duration.millis(policy.initialDelayMs), policy.factor),
+    0,
+    Chunk.range(1, Math.max(1, attempt))
+  ).pipe(
+    Effect.map((delays) => Duration.min(Chunk.unsafeLast(delays), Duration.millis(policy.maxDelayMs)))
+  )
+
+/** The retry behavior. */
+export const behavior: Behavior = {
+  name: "retry",
+  wrap: (attempt, next) =>
+    Effect.flatMap(next, (outcome) => {
+      const policy = attempt.policies.retry
+      if (outcome._tag !== "Failed" || policy === undefined || attempt.job.attempt >= policy.maxAttempts) return Effect.succeed(outcome)
+      return Effect.gen(function* () {
+        const delay = yield* delayAfter(policy, attempt.job.attempt)
+        const now = yield* Clock.currentTimeMillis
+        return Outcome.Requeued({
+          reason: `Retry ${attempt.job.attempt + 1}/${policy.maxAttempts} in ${Duration.format(delay)} after: ${outcome.error.split("\n")[0]}`,
+          at: new Date(now + Duration.toMillis(delay))
+        })
+      })
+    })
+}

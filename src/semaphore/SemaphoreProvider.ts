@@ -1,0 +1,75 @@
+/**
+ * The distributed semaphore seam. `tryAcquire` returns an optional slot held in the caller's
+ * `Scope`: closing the scope (success, failure, defect, timeout, interruption) releases it.
+ *
+ * Slot rule shared by every built-in provider: a name with limit N uses slots `name:0` ..
+ * `name:{N-1}`, so `Mutex(k)` (slot `k:0`) and `Semaphore(k, N)` share one pool — the cap for a key
+ * is the largest limit in use, never the sum.
+ *
+ * @since 0.1.0
+ */
+import * as Context from "effect/Context"
+import * as Data from "effect/Data"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import * as Schedule from "effect/Schedule"
+import type * as Scope from "effect/Scope"
+
+/** A held slot. */
+export interface Slot {
+  readonly name: string
+  /** Index of the slot in `0 .. limit-1`. */
+  readonly index: number
+}
+
+/** The provider could not be asked (connection lost, bad arguments). */
+export class SemaphoreError extends Data.TaggedError("SemaphoreError")<{
+  readonly name: string
+  readonly message: string
+  readonly cause?: unknown
+}> {}
+
+/** The semaphore provider service. */
+export interface SemaphoreProviderService {
+  /**
+   * Tries to take one of `limit` slots of `name`, waiting up to `timeout` (zero: one try).
+   * `None` = all slots held. The slot is released when the surrounding `Scope` closes.
+   */
+  readonly tryAcquire: (
+    name: string,
+    limit: number,
+    timeout: Duration.DurationInput
+  ) => Effect.Effect<Option.Option<Slot>, SemaphoreError, Scope.Scope>
+}
+
+/** The semaphore provider tag. Provide `SemaphoreProviderMemory.layer`, `SemaphoreProviderPg.layer` or your own. */
+export class SemaphoreProvider extends Context.Tag("warp/SemaphoreProvider")<SemaphoreProvider, SemaphoreProviderService>() {}
+
+/** The slot names of `name` at `limit`. */
+export const slotName = (name: string, index: number): string => `${name}:${index}`
+
+/** A random starting offset for a slot scan. */
+export const randomOffset = (limit: number): number => Math.floor(Math.random() * limit)
+
+class Busy {
+  readonly _tag = "Busy"
+}
+
+/**
+ * Repeats `once` (which returns `None` while all slots are held) until it returns a slot or
+ * `timeout` has elapsed; a zero timeout tries exactly once.
+ */
+export const pollUntil = <A, E, R>(
+  once: Effect.Effect<Option.Option<A>, E, R>,
+  timeout: Duration.DurationInput,
+  every: Duration.DurationInput = "5 millis"
+): Effect.Effect<Option.Option<A>, E, R> => {
+  const waitMs = Duration.toMillis(timeout)
+  if (waitMs <= 0) return once
+  return once.pipe(
+    Effect.flatMap((o): Effect.Effect<Option.Option<A>, E | Busy> => (Option.isSome(o) ? Effect.succeed(o) : Effect.fail(new Busy()))),
+    Effect.retry({ schedule: Schedule.spaced(every).pipe(Schedule.upTo(Duration.millis(waitMs))), while: (e) => e instanceof Busy }),
+    Effect.catchIf((e): e is Busy => e instanceof Busy, () => Effect.succeed(Option.none<A>()))
+  )
+}

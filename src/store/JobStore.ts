@@ -1,0 +1,72 @@
+/**
+ * The job store service. Two Layers implement it — PostgreSQL and in-memory — and one shared
+ * contract test suite runs against both.
+ *
+ * @since 0.1.0
+ */
+import * as Context from "effect/Context"
+import type * as Duration from "effect/Duration"
+import type * as Effect from "effect/Effect"
+import type * as Option from "effect/Option"
+import type { Job, JobDetail, NewJob } from "../job/Job.js"
+import type { JobState } from "../job/JobState.js"
+import type { Outcome } from "../job/Outcome.js"
+import type { StoreError } from "./StoreError.js"
+
+/** The single finalizing write of one attempt. */
+export interface Finalize {
+  readonly job: Job
+  readonly workerId: string
+  readonly outcome: Outcome
+  /** The metadata to persist (the stamp, on a first attempt). */
+  readonly metadata: unknown
+}
+
+/** A page of jobs. */
+export interface JobPage {
+  readonly rows: ReadonlyArray<Job>
+  readonly total: number
+}
+
+/** The job store. */
+export interface JobStoreService {
+  /** Inserts rows (all or none), with an `Enqueued`/`Scheduled` audit entry each. */
+  readonly insert: (rows: ReadonlyArray<NewJob>) => Effect.Effect<void, StoreError>
+  /**
+   * Claims up to `limit` due rows (pending with ScheduleTime <= now, or Processing with an expired
+   * lease) for `workerId`, marks them Processing and bumps `attempt`. A row is never handed to two
+   * live claims.
+   */
+  readonly fetch: (workerId: string, limit: number, lease: Duration.Duration) => Effect.Effect<ReadonlyArray<Job>, StoreError>
+  /**
+   * The attempt's one finalizing write: state and ScheduleTime from the outcome, metadata, one audit
+   * entry and the `stats:*` counters. Returns false (and writes nothing) if the claim was lost.
+   */
+  readonly finalize: (f: Finalize) => Effect.Effect<boolean, StoreError>
+  /** Extends the lease of this worker's claimed rows. */
+  readonly heartbeat: (workerId: string, ids: ReadonlyArray<string>, lease: Duration.Duration) => Effect.Effect<void, StoreError>
+  /** One job with its audit trail. */
+  readonly get: (id: string) => Effect.Effect<Option.Option<JobDetail>, StoreError>
+  /** Jobs in a state (or all), newest first. */
+  readonly list: (options: { readonly state?: JobState | undefined; readonly limit: number; readonly offset: number }) => Effect.Effect<JobPage, StoreError>
+  /** The number of rows per state. */
+  readonly countByState: Effect.Effect<Readonly<Record<JobState, number>>, StoreError>
+  /** Every counter (`stats:succeeded`, `stats:requeued:<type>`, ...). */
+  readonly counters: Effect.Effect<ReadonlyMap<string, number>, StoreError>
+}
+
+/** The job store service tag. Provide `JobStorePg.layer` or `JobStoreMemory.layer`. */
+export class JobStore extends Context.Tag("warp/JobStore")<JobStore, JobStoreService>() {}
+
+/** Every state, zeroed (for count maps). */
+export const emptyCounts = (): Record<JobState, number> => ({
+  Scheduled: 0,
+  Enqueued: 0,
+  Processing: 0,
+  Succeeded: 0,
+  Failed: 0,
+  Deleted: 0
+})
+
+/** The counter keys an outcome increments: the global one and the one per job type. */
+export const counterKeys = (counter: string, type: string): ReadonlyArray<string> => [counter, `${counter}:${type}`]

@@ -1,0 +1,155 @@
+/**
+ * The in-memory job store: one process, same contract as the PostgreSQL store. Every operation runs
+ * as one synchronous step, so concurrent fibers never observe a half-applied write. Time comes from
+ * Effect's `Clock`, so tests can drive it with `TestClock`.
+ *
+ * @since 0.1.0
+ */
+import * as Clock from "effect/Clock"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import { Job, type JobLog } from "../job/Job.js"
+import { counterOf, logOf, stateOf } from "../job/Outcome.js"
+import { counterKeys, emptyCounts, JobStore, type JobStoreService } from "./JobStore.js"
+import { StoreError } from "./StoreError.js"
+
+const clone = (j: Job, patch: Partial<ConstructorParameters<typeof Job>[0]>): Job => new Job({ ...j, ...patch })
+
+/** Builds an empty in-memory store. */
+export const make = Effect.sync(() => {
+  const jobs = new Map<string, Job>()
+  const logs = new Map<string, Array<JobLog>>()
+  const counters = new Map<string, number>()
+
+  const log = (jobId: string, at: Date, kind: JobLog["kind"], message: string) => {
+    const list = logs.get(jobId) ?? []
+    list.push({ jobId, at, kind, message })
+    logs.set(jobId, list)
+  }
+
+  const now = Effect.map(Clock.currentTimeMillis, (ms) => new Date(ms))
+
+  const service: JobStoreService = {
+    insert: (rows) =>
+      Effect.flatMap(now, (at) =>
+        Effect.suspend(() => {
+          for (const r of rows) {
+            if (jobs.has(r.id)) return Effect.fail(new StoreError({ operation: "insert", cause: new Error(`duplicate id ${r.id}`) }))
+          }
+          for (const r of rows) {
+            jobs.set(
+              r.id,
+              new Job({
+                id: r.id,
+                type: r.type,
+                handler: r.handler,
+                payload: structuredClone(r.payload),
+                state: r.state,
+                scheduleTime: r.scheduleTime,
+                metadata: structuredClone(r.metadata),
+                attempt: 0,
+                createdAt: at,
+                updatedAt: at,
+                lockedBy: null,
+                leaseUntil: null
+              })
+            )
+            log(r.id, at, r.state, r.state === "Scheduled" ? `Scheduled for ${r.scheduleTime.toISOString()}` : "Enqueued")
+          }
+          return Effect.void
+        })
+      ),
+
+    fetch: (workerId, limit, lease) =>
+      Effect.map(now, (at) => {
+        const due = [...jobs.values()]
+          .filter(
+            (j) =>
+              ((j.state === "Enqueued" || j.state === "Scheduled") && j.scheduleTime.getTime() <= at.getTime()) ||
+              (j.state === "Processing" && j.leaseUntil !== null && j.leaseUntil.getTime() < at.getTime())
+          )
+          .sort((a, b) => a.scheduleTime.getTime() - b.scheduleTime.getTime() || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0))
+          .slice(0, limit)
+        return due.map((j) => {
+          const recovered = j.state === "Processing"
+          const next = clone(j, {
+            state: "Processing",
+            attempt: j.attempt + 1,
+            lockedBy: workerId,
+            leaseUntil: new Date(at.getTime() + Duration.toMillis(lease)),
+            updatedAt: at
+          })
+          jobs.set(j.id, next)
+          log(
+            j.id,
+            at,
+            recovered ? "Recovered" : "Processing",
+            recovered ? `Lease expired; attempt ${next.attempt} claimed by ${workerId}` : `Attempt ${next.attempt} claimed by ${workerId}`
+          )
+          return next
+        })
+      }),
+
+    finalize: ({ job, metadata, outcome, workerId }) =>
+      Effect.map(now, (at) => {
+        const cur = jobs.get(job.id)
+        if (cur === undefined || cur.state !== "Processing" || cur.lockedBy !== workerId || cur.attempt !== job.attempt) return false
+        const state = stateOf(outcome, at)
+        const pending = state === "Enqueued" || state === "Scheduled"
+        const when = outcome._tag === "Requeued" && outcome.at !== undefined && outcome.at.getTime() > at.getTime() ? outcome.at : at
+        jobs.set(
+          job.id,
+          clone(cur, {
+            state,
+            metadata: structuredClone(metadata),
+            scheduleTime: pending ? when : cur.scheduleTime,
+            lockedBy: null,
+            leaseUntil: null,
+            updatedAt: at
+          })
+        )
+        const l = logOf(outcome)
+        log(job.id, at, l.kind, l.message)
+        for (const k of counterKeys(counterOf(outcome), job.type)) counters.set(k, (counters.get(k) ?? 0) + 1)
+        return true
+      }),
+
+    heartbeat: (workerId, ids, lease) =>
+      Effect.map(now, (at) => {
+        for (const id of ids) {
+          const j = jobs.get(id)
+          if (j !== undefined && j.state === "Processing" && j.lockedBy === workerId) {
+            jobs.set(id, clone(j, { leaseUntil: new Date(at.getTime() + Duration.toMillis(lease)) }))
+          }
+        }
+      }),
+
+    get: (id) =>
+      Effect.sync(() => {
+        const job = jobs.get(id)
+        return job === undefined ? Option.none() : Option.some({ job, logs: [...(logs.get(id) ?? [])] })
+      }),
+
+    list: ({ limit, offset, state }) =>
+      Effect.sync(() => {
+        const all = [...jobs.values()]
+          .filter((j) => state === undefined || j.state === state)
+          .sort((a, b) => (a.id < b.id ? 1 : a.id > b.id ? -1 : 0))
+        return { rows: all.slice(offset, offset + limit), total: all.length }
+      }),
+
+    countByState: Effect.sync(() => {
+      const out = emptyCounts()
+      for (const j of jobs.values()) out[j.state]++
+      return out
+    }),
+
+    counters: Effect.sync(() => new Map(counters))
+  }
+  return service
+})
+
+/** A fresh in-memory store. */
+export const layer: Layer.Layer<JobStore> = Layer.effect(JobStore, make)

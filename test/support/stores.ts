@@ -1,0 +1,11 @@
+import * as Layer from "effect/Layer"
+import type { JobStore } from "../../src/store/JobStore.js"
+import * as JobStoreMemory from "../../src/store/JobStoreMemory.js"
+import * as JobStorePg from "../../src/store/JobStorePg.js"
+import { freshPgLayer } from "./db.js"
+
+/** Both store implementations, each on fresh state per use. */
+export const stores: ReadonlyArray<readonly [string, () => Layer.Layer<JobStore, unknown>]> = [
+  ["memory", () => JobStoreMemory.layer],
+  ["postgres", () => JobStorePg.layer.pipe(Layer.provide(freshPgLayer()))]
+]
