@@ -15,6 +15,7 @@ import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
+import * as Layer from "effect/Layer"
 import * as Metric from "effect/Metric"
 import * as Option from "effect/Option"
 import * as ParseResult from "effect/ParseResult"
@@ -213,7 +214,8 @@ export const make = (options: WorkerOptions = {}): Effect.Effect<WorkerHandle, n
       Effect.gen(function* () {
         yield* Deferred.succeed(stopping, undefined)
         const all = Fiber.joinAll(fibers)
-        const done = yield* Effect.timeout(all, grace).pipe(Effect.option)
+        // finalizers run uninterruptibly: the wait itself must be interruptible for the timeout to fire
+        const done = yield* Effect.timeout(Effect.interruptible(all), grace).pipe(Effect.option)
         if (Option.isNone(done)) yield* Fiber.interruptAll(fibers)
         yield* Fiber.interrupt(beat)
       })
@@ -221,3 +223,7 @@ export const make = (options: WorkerOptions = {}): Effect.Effect<WorkerHandle, n
 
     return { workerId, inFlight: Effect.sync(() => [...inFlight]) }
   })
+
+/** A worker as a Layer: starts when the layer is built, shuts down gracefully when it is released. */
+export const layer = (options: WorkerOptions = {}): Layer.Layer<never, never, JobStore | Registry> =>
+  Layer.scopedDiscard(make(options))

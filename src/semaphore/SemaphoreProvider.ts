@@ -21,6 +21,12 @@ export interface Slot {
   readonly name: string
   /** Index of the slot in `0 .. limit-1`. */
   readonly index: number
+  /**
+   * Completes if the slot is lost while held (e.g. its database connection died, which frees a
+   * distributed lock). Holders race their work against it; providers that cannot lose a slot
+   * return `Effect.never`.
+   */
+  readonly lost: Effect.Effect<void>
 }
 
 /** The provider could not be asked (connection lost, bad arguments). */

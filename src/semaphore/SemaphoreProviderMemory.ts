@@ -20,7 +20,7 @@ export const make = Effect.sync((): SemaphoreProviderService => {
       const slot = slotName(name, index)
       if (!held.has(slot)) {
         held.add(slot)
-        return Option.some({ name, index })
+        return Option.some({ name, index, lost: Effect.never })
       }
     }
     return Option.none()

@@ -1,0 +1,91 @@
+/**
+ * The concurrency gate and its pipeline behavior.
+ *
+ * No key: `next` runs immediately — neither the provider nor the limit manager is touched. Key: the
+ * effective limit (admin row > declared > 1) is resolved, and one slot of
+ * `warp:concurrency:{key}` is asked for with a zero timeout. The gate's result is data:
+ * `Acquired` (the slot is held in the attempt's scope until it closes), `Skipped` or `Requeued`.
+ *
+ * @since 0.1.0
+ */
+import * as Data from "effect/Data"
+import * as Effect from "effect/Effect"
+import * as Metric from "effect/Metric"
+import * as Option from "effect/Option"
+import type * as Scope from "effect/Scope"
+import { Outcome } from "../job/Outcome.js"
+import type { Behavior } from "../job/Pipeline.js"
+import type { ConcurrencyPolicy } from "../policy/PolicyValues.js"
+import type { SemaphoreError, SemaphoreProviderService, Slot } from "../semaphore/SemaphoreProvider.js"
+import type { ConcurrencyLimitManagerService, LimitStoreError } from "./ConcurrencyLimitManager.js"
+import * as ConcurrencyLimitResolver from "./ConcurrencyLimitResolver.js"
+
+/** The lock-name prefix of concurrency keys. */
+export const LOCK_PREFIX = "warp:concurrency:"
+
+/** The result of asking the gate for a slot. */
+export type GateResult = Data.TaggedEnum<{
+  /** A slot is held until the surrounding scope closes. */
+  Acquired: { readonly key: string; readonly limit: number; readonly slot: Slot }
+  /** Full, mode Skip: the job is dropped (Deleted). */
+  Skipped: { readonly key: string; readonly limit: number }
+  /** Full, mode Wait: the job is requeued (Enqueued, ScheduleTime = now). */
+  Requeued: { readonly key: string; readonly limit: number }
+}>
+
+/** Constructors and matchers of {@link GateResult}. */
+export const GateResult = Data.taggedEnum<GateResult>()
+
+/** The audit text of a Skip-mode cancellation. */
+export const cancelledText = (key: string, limit: number) => `Cancelled — '${key}' full (${limit} slots)`
+/** The audit text of a Wait-mode requeue. */
+export const requeuedText = (key: string, limit: number) => `Requeued — '${key}' full (${limit} slots)`
+
+/** Gate results, as an Effect metric tagged `result` and `key_family` (the key up to its first ':'). */
+export const gateTotal = Metric.counter("warp_concurrency_gate_total", { description: "Concurrency gate results" })
+
+/** The metric family of a key: its text up to the first ':' (bounded cardinality). */
+export const keyFamily = (key: string): string => key.split(":")[0]!
+
+/** Asks for a slot of `policy.key` at `limit`. */
+export const gate = (
+  provider: SemaphoreProviderService,
+  policy: ConcurrencyPolicy,
+  limit: number
+): Effect.Effect<GateResult, SemaphoreError, Scope.Scope> =>
+  Effect.map(provider.tryAcquire(LOCK_PREFIX + policy.key, limit, 0), (slot) =>
+    Option.isSome(slot)
+      ? GateResult.Acquired({ key: policy.key, limit, slot: slot.value })
+      : policy.mode === "Skip"
+        ? GateResult.Skipped({ key: policy.key, limit })
+        : GateResult.Requeued({ key: policy.key, limit })
+  ).pipe(Effect.tap((r) => Metric.increment(Metric.tagged(Metric.tagged(gateTotal, "result", r._tag), "key_family", keyFamily(policy.key)))))
+
+/** Builds the behavior on a provider and a limit manager. */
+export const make = (provider: SemaphoreProviderService, manager: ConcurrencyLimitManagerService): Behavior => ({
+  name: "concurrency",
+  wrap: (attempt, next) => {
+    const policy = attempt.policies.concurrency
+    if (policy === undefined) return next
+    return Effect.scoped(
+      Effect.gen(function* () {
+        const resolver = yield* ConcurrencyLimitResolver.make(manager)
+        const limit = yield* resolver.limitFor(policy.key, policy.limit)
+        const result = yield* gate(provider, policy, limit)
+        return yield* GateResult.$match(result, {
+          Skipped: ({ key, limit }) => Effect.succeed(Outcome.Deleted({ reason: cancelledText(key, limit) })),
+          Requeued: ({ key, limit }) => Effect.succeed(Outcome.Requeued({ reason: requeuedText(key, limit) })),
+          Acquired: ({ key, slot }) =>
+            Effect.raceFirst(
+              next,
+              Effect.as(slot.lost, Outcome.Requeued({ reason: `Slot of '${key}' lost while running (connection to the semaphore provider died); requeued` }))
+            )
+        })
+      })
+    ).pipe(
+      Effect.catchAll((e: SemaphoreError | LimitStoreError) =>
+        Effect.succeed(Outcome.Requeued({ reason: `Concurrency gate unavailable for '${policy.key}': ${e._tag}`, at: new Date(Date.now() + 1000) }))
+      )
+    )
+  }
+})

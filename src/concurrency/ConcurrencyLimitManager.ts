@@ -1,0 +1,105 @@
+/**
+ * Admin overrides of concurrency limits, editable at run time without a redeploy. Rows are sticky:
+ * they live in the database, so a deploy that declares another limit still runs with the admin's
+ * until `removeLimit`.
+ *
+ * @since 0.1.0
+ */
+import * as SqlClient from "@effect/sql/SqlClient"
+import * as Context from "effect/Context"
+import * as Data from "effect/Data"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as Schema from "effect/Schema"
+import * as Migrations from "../store/Migrations.js"
+import { PolicyKey, PositiveInt, validate } from "../policy/PolicyValues.js"
+import type { InvalidPolicy } from "../policy/InvalidPolicy.js"
+
+/** One admin override. */
+export class ConcurrencyLimit extends Schema.Class<ConcurrencyLimit>("ConcurrencyLimit")({
+  key: PolicyKey,
+  slots: PositiveInt,
+  updatedAt: Schema.DateFromSelf
+}) {}
+
+/** The limit table could not be read or written. */
+export class LimitStoreError extends Data.TaggedError("LimitStoreError")<{ readonly operation: string; readonly cause: unknown }> {}
+
+/** The admin limit service. */
+export interface ConcurrencyLimitManagerService {
+  /** Sets `key`'s limit to `slots` (an integer >= 1). */
+  readonly addOrUpdateLimit: (key: string, slots: number) => Effect.Effect<void, InvalidPolicy | LimitStoreError>
+  /** Removes `key`'s override; the declared limit applies again. */
+  readonly removeLimit: (key: string) => Effect.Effect<boolean, LimitStoreError>
+  /** Every override, by key. */
+  readonly list: Effect.Effect<ReadonlyArray<ConcurrencyLimit>, LimitStoreError>
+  /** One override. */
+  readonly get: (key: string) => Effect.Effect<Option.Option<ConcurrencyLimit>, LimitStoreError>
+}
+
+/** The admin limit service tag. */
+export class ConcurrencyLimitManager extends Context.Tag("warp/ConcurrencyLimitManager")<
+  ConcurrencyLimitManager,
+  ConcurrencyLimitManagerService
+>() {}
+
+const Input = Schema.Struct({ key: PolicyKey, slots: PositiveInt })
+const check = (key: string, slots: number) => validate("concurrency", Input, { key, slots })
+
+/** In-memory overrides. */
+export const layerMemory: Layer.Layer<ConcurrencyLimitManager> = Layer.sync(ConcurrencyLimitManager, () => {
+  const rows = new Map<string, ConcurrencyLimit>()
+  return {
+    addOrUpdateLimit: (key, slots) =>
+      Either.match(check(key, slots), {
+        onLeft: Effect.fail,
+        onRight: () => Effect.sync(() => void rows.set(key, new ConcurrencyLimit({ key, slots, updatedAt: new Date() })))
+      }),
+    removeLimit: (key) => Effect.sync(() => rows.delete(key)),
+    list: Effect.sync(() => [...rows.values()].sort((a, b) => (a.key < b.key ? -1 : 1))),
+    get: (key) => Effect.sync(() => Option.fromNullable(rows.get(key)))
+  }
+})
+
+const toLimit = (r: any) => new ConcurrencyLimit({ key: r.key, slots: Number(r.slots), updatedAt: new Date(r.updated_at) })
+
+/** Builds the PostgreSQL overrides service (table `warp_concurrency_limits`). */
+export const makePg = Effect.gen(function* () {
+  const sql = yield* SqlClient.SqlClient
+  const fail = (operation: string) => (cause: unknown) => new LimitStoreError({ operation, cause })
+  const service: ConcurrencyLimitManagerService = {
+    addOrUpdateLimit: (key, slots) =>
+      Either.match(check(key, slots), {
+        onLeft: Effect.fail,
+        onRight: () =>
+          sql`INSERT INTO warp_concurrency_limits (key, slots) VALUES (${key}, ${slots})
+              ON CONFLICT (key) DO UPDATE SET slots = EXCLUDED.slots, updated_at = now()`.pipe(
+            Effect.asVoid,
+            Effect.mapError(fail("addOrUpdateLimit"))
+          )
+      }),
+    removeLimit: (key) =>
+      sql`DELETE FROM warp_concurrency_limits WHERE key = ${key} RETURNING key`.pipe(
+        Effect.map((rows) => rows.length > 0),
+        Effect.mapError(fail("removeLimit"))
+      ),
+    list: sql`SELECT key, slots, updated_at FROM warp_concurrency_limits ORDER BY key`.pipe(
+      Effect.map((rows) => rows.map(toLimit)),
+      Effect.mapError(fail("list"))
+    ),
+    get: (key) =>
+      sql`SELECT key, slots, updated_at FROM warp_concurrency_limits WHERE key = ${key}`.pipe(
+        Effect.map((rows) => Option.map(Option.fromNullable(rows[0]), toLimit)),
+        Effect.mapError(fail("get"))
+      )
+  }
+  return service
+})
+
+/** PostgreSQL overrides; runs the concurrency addon's migration when built. */
+export const layerPg: Layer.Layer<ConcurrencyLimitManager, LimitStoreError, SqlClient.SqlClient> = Layer.effect(
+  ConcurrencyLimitManager,
+  Migrations.concurrency.pipe(Effect.mapError((cause) => new LimitStoreError({ operation: "migrate", cause })), Effect.zipRight(makePg))
+)

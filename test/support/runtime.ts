@@ -1,0 +1,27 @@
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import type { JobState } from "../../src/job/JobState.js"
+import { JobStore } from "../../src/store/JobStore.js"
+
+/** Waits (polling the store, bounded) until no job is pending or processing. */
+export const drained = (timeoutMs = 30_000) =>
+  Effect.gen(function* () {
+    const store = yield* JobStore
+    const start = Date.now()
+    while (true) {
+      const c = yield* store.countByState
+      if (c.Enqueued + c.Scheduled + c.Processing === 0) return c
+      if (Date.now() - start > timeoutMs) return yield* Effect.dieMessage(`not drained after ${timeoutMs} ms: ${JSON.stringify(c)}`)
+      yield* Effect.sleep("20 millis")
+    }
+  })
+
+/** The state and audit trail of one job. */
+export const detail = (id: string) =>
+  Effect.flatMap(JobStore, (s) => s.get(id)).pipe(Effect.map(Option.getOrThrow))
+
+/** The state of one job. */
+export const stateOf = (id: string): Effect.Effect<JobState, unknown, JobStore> => Effect.map(detail(id), (d) => d.job.state)
+
+export { Layer }
