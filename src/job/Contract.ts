@@ -38,7 +38,7 @@ export interface RequestContract<Name extends string = string, A = any, I = any>
 export type AnyContract = JobContract | MessageContract
 
 const policiesOf = (site: string, options?: ContractOptions): Policies =>
-  Either.getOrThrow(Declaration.collect(site, options?.policy ?? []))
+  Either.getOrThrowWith(Declaration.collect(site, options?.policy ?? []), (e) => e)
 
 /**
  * Declares a job contract. Throws `InvalidPolicy` when its policy list is invalid.

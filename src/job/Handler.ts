@@ -71,7 +71,7 @@ export type Requirements<H> = H extends { readonly run: (...args: any) => Effect
     : never
 
 const policiesOf = (site: string, options?: HandlerOptions): Policies =>
-  Either.getOrThrow(Declaration.collect(site, options?.policy ?? []))
+  Either.getOrThrowWith(Declaration.collect(site, options?.policy ?? []), (e) => e)
 
 /**
  * A job handler. Its declared policy wins over the contract's, family by family.

@@ -167,11 +167,15 @@ export const make = (options: WorkerOptions = {}): Effect.Effect<WorkerHandle, n
       })
     }
 
-    const runAttempt = (job: Job): Effect.Effect<void> =>
+    const runAttempt = (job: Job): Effect.Effect<Outcome | undefined> =>
       Effect.gen(function* () {
         const now = new Date(yield* Clock.currentTimeMillis)
         const prepared = prepare(job, now)
-        if (Either.isLeft(prepared)) return yield* finalize(job, Outcome.Failed({ error: prepared.left }), job.metadata)
+        if (Either.isLeft(prepared)) {
+          const failed = Outcome.Failed({ error: prepared.left })
+          yield* finalize(job, failed, job.metadata)
+          return failed
+        }
         const { attempt, metadata } = prepared.right
         const h = attempt.registered.handler
         const program = h._tag === "SagaHandler" ? runSaga(attempt, h) : compose(behaviors, attempt, runHandler(attempt))
@@ -179,6 +183,7 @@ export const make = (options: WorkerOptions = {}): Effect.Effect<WorkerHandle, n
           Effect.catchAllDefect((d) => Effect.succeed(Outcome.Failed({ error: `Defect in pipeline: ${String(d)}` })))
         )
         yield* finalize(job, outcome, metadata)
+        return outcome
       }).pipe(
         Effect.onInterrupt(() =>
           finalize(job, Outcome.Requeued({ reason: `Attempt interrupted (worker ${workerId} shutting down)` }), job.metadata)
@@ -195,10 +200,15 @@ export const make = (options: WorkerOptions = {}): Effect.Effect<WorkerHandle, n
           yield* Effect.raceFirst(Effect.sleep(pollInterval), Deferred.await(stopping))
           continue
         }
+        let contended = false
         for (const job of jobs) {
           inFlight.add(job.id)
-          yield* runAttempt(job)
+          const outcome = yield* runAttempt(job)
+          if (outcome?._tag === "Requeued" && outcome.at === undefined) contended = true
         }
+        // An immediate requeue (e.g. a full Wait-mode key) is due again at once: back off one poll
+        // interval so this fiber does not spin on it.
+        if (contended) yield* Effect.raceFirst(Effect.sleep(pollInterval), Deferred.await(stopping))
       }
     })
 

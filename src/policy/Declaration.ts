@@ -31,7 +31,7 @@ export const make = <K extends FamilyName, P extends Placement = "anywhere">(
   family: K,
   input: unknown,
   placement?: P
-): Declaration<K, P> => Either.getOrThrow(makeEither(family, input, placement))
+): Declaration<K, P> => Either.getOrThrowWith(makeEither(family, input, placement), (e) => e)
 
 /** Like {@link make}, returning the error instead of throwing it. */
 export const makeEither = <K extends FamilyName, P extends Placement = "anywhere">(

@@ -21,7 +21,7 @@ export const layer = (declarations: ReadonlyArray<Declaration.Declaration>): Lay
       throw new InvalidPolicy({ family: d.family, message: `'${d.family}' has no global default (a keyless policy is not a policy)` })
     }
   }
-  return Layer.succeed(GlobalPolicies, Either.getOrThrow(Declaration.collect("global options", declarations)))
+  return Layer.succeed(GlobalPolicies, Either.getOrThrowWith(Declaration.collect("global options", declarations), (e) => e))
 }
 
 /** No global defaults. */

@@ -18,7 +18,6 @@ import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
-import * as Schedule from "effect/Schedule"
 import * as Scope from "effect/Scope"
 import { lockId } from "./lockId.js"
 import { pollUntil, randomOffset, SemaphoreError, SemaphoreProvider, type SemaphoreProviderService, type Slot, slotName } from "./SemaphoreProvider.js"
@@ -62,9 +61,14 @@ export const make = (options: PgProviderOptions = {}) =>
         }
         const index = Number((rows[0] as any).slot)
         const lost = yield* Deferred.make<void>()
-        const watchdog = yield* conn.executeUnprepared("SELECT 1", [], undefined).pipe(
-          Effect.repeat(Schedule.spaced(ping)),
+        // The ping is uninterruptible: interrupting a query in flight would make sql-pg send a
+        // pg_cancel_backend, which could land on the unlock that follows.
+        const watchdog = yield* Effect.sleep(ping).pipe(
+          Effect.zipRight(Effect.uninterruptible(conn.executeUnprepared("SELECT 1", [], undefined))),
+          Effect.forever,
           Effect.catchAll(() => Deferred.succeed(lost, undefined)),
+          // forked from an acquire (uninterruptible) region: the watchdog itself must be interruptible
+          Effect.interruptible,
           Effect.forkDaemon
         )
         const release = Effect.gen(function* () {

@@ -1,0 +1,197 @@
+import { describe, expect, it } from "@effect/vitest"
+import * as Deferred from "effect/Deferred"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Schema from "effect/Schema"
+import * as Concurrency from "../src/concurrency/ConcurrencyAddon.js"
+import { ConcurrencyMetadata, Mutex, Semaphore } from "../src/concurrency/Concurrency.js"
+import { cancelledText, requeuedText } from "../src/concurrency/ConcurrencyBehavior.js"
+import { ConcurrencyLimitManager } from "../src/concurrency/ConcurrencyLimitManager.js"
+import * as Contract from "../src/job/Contract.js"
+import * as Handler from "../src/job/Handler.js"
+import { JobParameters } from "../src/job/JobParameters.js"
+import * as Publisher from "../src/job/Publisher.js"
+import * as Registry from "../src/job/Registry.js"
+import * as Worker from "../src/job/Worker.js"
+import { SemaphoreProvider } from "../src/semaphore/SemaphoreProvider.js"
+import * as SemaphoreProviderMemory from "../src/semaphore/SemaphoreProviderMemory.js"
+import * as SemaphoreProviderPg from "../src/semaphore/SemaphoreProviderPg.js"
+import { JobStore } from "../src/store/JobStore.js"
+import * as JobStoreMemory from "../src/store/JobStoreMemory.js"
+import * as JobStorePg from "../src/store/JobStorePg.js"
+import { freshPgLayer } from "./support/db.js"
+import { HolderCounter } from "./support/holders.js"
+import { detail, drained } from "./support/runtime.js"
+
+const Work = Contract.job("Work", Schema.Struct({ key: Schema.String, i: Schema.Number }))
+
+const setups = [
+  [
+    "memory",
+    (handlers: ReadonlyArray<Handler.JobHandler<any, any, never>>) =>
+      Publisher.layer.pipe(
+        Layer.provideMerge(Registry.layer({ handlers })),
+        Layer.provideMerge(Concurrency.layerMemoryLimits),
+        Layer.provideMerge(SemaphoreProviderMemory.layer),
+        Layer.provideMerge(JobStoreMemory.layer)
+      )
+  ],
+  [
+    "postgres",
+    (handlers: ReadonlyArray<Handler.JobHandler<any, any, never>>) =>
+      Publisher.layer.pipe(
+        Layer.provideMerge(Registry.layer({ handlers })),
+        Layer.provideMerge(Concurrency.layer),
+        Layer.provideMerge(SemaphoreProviderPg.layer()),
+        Layer.provideMerge(JobStorePg.layer),
+        Layer.provideMerge(freshPgLayer(40))
+      )
+  ]
+] as const
+
+for (const [name, env] of setups) {
+  describe(`Concurrency addon on ${name}`, () => {
+    for (const limit of [1, 2, 5]) {
+      it.live(`Semaphore(${limit}) Wait: never more than ${limit} running, every job succeeds once`, () => {
+        const holders = new HolderCounter()
+        const runs = new Map<number, number>()
+        const handler = Handler.job(
+          Work,
+          ({ i, key }) =>
+            holders.hold(key, Effect.sleep("5 millis").pipe(Effect.zipRight(Effect.sync(() => runs.set(i, (runs.get(i) ?? 0) + 1))))),
+          { policy: [Semaphore("shared", limit)] }
+        )
+        return Effect.gen(function* () {
+          const p = yield* Publisher.Publisher
+          const ids = yield* Effect.forEach(Array.from({ length: 40 }, (_, i) => i), (i) => p.enqueue(Work, { key: "shared", i }))
+          yield* Effect.scoped(Effect.zipRight(Worker.make({ concurrency: 8, pollInterval: "5 millis" }), drained(60_000)))
+          expect(holders.max.get("shared")).toBeLessThanOrEqual(limit)
+          if (limit > 1) expect(holders.max.get("shared")).toBeGreaterThan(1)
+          for (let i = 0; i < 40; i++) expect(runs.get(i)).toBe(1)
+          for (const id of ids) expect((yield* detail(id)).job.state).toBe("Succeeded")
+          const counters = yield* (yield* JobStore).counters
+          expect(counters.get("stats:succeeded")).toBe(40)
+        }).pipe(Effect.provide(env([handler])))
+      })
+    }
+
+    it.live("Mutex Skip: the surplus job is Deleted with the exact audit text and the handler never runs", () => {
+      let runs = 0
+      return Effect.gen(function* () {
+        const inside = yield* Deferred.make<void>()
+        const release = yield* Deferred.make<void>()
+        const handler = Handler.job(
+          Work,
+          () => Effect.sync(() => runs++).pipe(Effect.zipRight(Deferred.succeed(inside, undefined)), Effect.zipRight(Deferred.await(release))),
+          { policy: [Mutex("report")] }
+        )
+        return yield* Effect.gen(function* () {
+          const p = yield* Publisher.Publisher
+          const first = yield* p.enqueue(Work, { key: "report", i: 1 })
+          yield* Effect.scoped(
+            Effect.gen(function* () {
+              yield* Worker.make({ concurrency: 2, pollInterval: "5 millis" })
+              yield* Deferred.await(inside)
+              const second = yield* p.enqueue(Work, { key: "report", i: 2 })
+              // wait until the second job has been decided
+              while ((yield* detail(second)).job.state !== "Deleted") yield* Effect.sleep("5 millis")
+              const d = yield* detail(second)
+              expect(d.logs.at(-1)).toMatchObject({ kind: "Cancelled", message: cancelledText("report", 1) })
+              expect(d.logs.at(-1)!.message).toBe("Cancelled — 'report' full (1 slots)")
+              yield* Deferred.succeed(release, undefined)
+              yield* drained()
+            })
+          )
+          expect((yield* detail(first)).job.state).toBe("Succeeded")
+          expect(runs).toBe(1)
+          expect((yield* (yield* JobStore).counters).get("stats:deleted")).toBe(1)
+        }).pipe(Effect.provide(env([handler])))
+      })
+    })
+
+    it.live("Mutex Wait (enqueue-time): the surplus job is requeued with the audit text and counter, then runs", () =>
+      Effect.gen(function* () {
+        const inside = yield* Deferred.make<void>()
+        const release = yield* Deferred.make<void>()
+        let runs = 0
+        const handler = Handler.job(Work, ({ i }) =>
+          Effect.sync(() => runs++).pipe(
+            Effect.zipRight(i === 1 ? Deferred.succeed(inside, undefined).pipe(Effect.zipRight(Deferred.await(release))) : Effect.void)
+          )
+        )
+        return yield* Effect.gen(function* () {
+          const p = yield* Publisher.Publisher
+          const params = JobParameters.make().withMutex("user:1", "Wait")
+          yield* p.enqueue(Work, { key: "user:1", i: 1 }, params)
+          yield* Effect.scoped(
+            Effect.gen(function* () {
+              yield* Worker.make({ concurrency: 2, pollInterval: "5 millis" })
+              yield* Deferred.await(inside)
+              const second = yield* p.enqueue(Work, { key: "user:1", i: 2 }, params)
+              while (!(yield* detail(second)).logs.some((l) => l.kind === "Requeued")) yield* Effect.sleep("5 millis")
+              const d = yield* detail(second)
+              expect(d.logs.find((l) => l.kind === "Requeued")!.message).toBe(requeuedText("user:1", 1))
+              yield* Deferred.succeed(release, undefined)
+              yield* drained()
+              expect((yield* detail(second)).job.state).toBe("Succeeded")
+            })
+          )
+          expect(runs).toBe(2)
+          expect((yield* (yield* JobStore).counters).get("stats:requeued")).toBeGreaterThanOrEqual(1)
+        }).pipe(Effect.provide(env([handler])))
+      }))
+
+    it.live("admin override wins over the declared limit; configure() sets key, limit and mode", () => {
+      const holders = new HolderCounter()
+      const handler = Handler.job(Work, ({ key }) => holders.hold(key, Effect.sleep("10 millis")), { policy: [Semaphore("api", 5)] })
+      return Effect.gen(function* () {
+        const limits = yield* ConcurrencyLimitManager
+        yield* limits.addOrUpdateLimit("api", 2)
+        const p = yield* Publisher.Publisher
+        yield* Effect.forEach(Array.from({ length: 20 }, (_, i) => i), (i) => p.enqueue(Work, { key: "api", i }))
+        const viaConfigure = JobParameters.make().configure(ConcurrencyMetadata, (m) => {
+          m.key = "api"
+          m.limit = 5
+          m.mode = "Wait"
+        })
+        yield* Effect.forEach(Array.from({ length: 10 }, (_, i) => i), (i) => p.enqueue(Work, { key: "api", i: 100 + i }, viaConfigure))
+        yield* Effect.scoped(Effect.zipRight(Worker.make({ concurrency: 8, pollInterval: "5 millis" }), drained(60_000)))
+        expect(holders.max.get("api")).toBe(2)
+      }).pipe(Effect.provide(env([handler])))
+    })
+
+    it.live("no key: the provider is never called", () => {
+      const failing = Layer.succeed(SemaphoreProvider, {
+        tryAcquire: () => Effect.dieMessage("provider must not be called for keyless jobs")
+      })
+      const handler = Handler.job(Work, () => Effect.void)
+      return Effect.gen(function* () {
+        const p = yield* Publisher.Publisher
+        const ids = yield* Effect.forEach([1, 2, 3], (i) => p.enqueue(Work, { key: "-", i }))
+        yield* Effect.scoped(Effect.zipRight(Worker.make({ concurrency: 2, pollInterval: "5 millis" }), drained()))
+        for (const id of ids) expect((yield* detail(id)).job.state).toBe("Succeeded")
+      }).pipe(
+        Effect.provide(
+          Publisher.layer.pipe(
+            Layer.provideMerge(Registry.layer({ handlers: [handler] })),
+            Layer.provideMerge(Concurrency.layerMemoryLimits),
+            Layer.provideMerge(failing),
+            Layer.provideMerge(JobStoreMemory.layer)
+          )
+        )
+      )
+    })
+  })
+}
+
+describe("Semaphore declarations", () => {
+  it("reject a limit that is not an integer >= 1, at declaration and at enqueue", () => {
+    for (const bad of [0, -1, 1.5, Number.NaN, Number.POSITIVE_INFINITY]) {
+      expect(() => Semaphore("k", bad)).toThrow(/InvalidPolicy|integer >= 1/)
+      expect(JobParameters.make().withSemaphore("k", bad).error?._tag).toBe("InvalidPolicy")
+    }
+    expect(() => Mutex("   ")).toThrow(/empty/)
+    expect(() => Mutex("x".repeat(10_000))).toThrow(/at most/)
+    expect(Mutex("ключ:🙂").value.key).toBe("ключ:🙂")
+  })
+})
