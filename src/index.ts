@@ -66,3 +66,5 @@ export * as JobStorePg from "./store/JobStorePg.js"
 export * as JobStoreMemory from "./store/JobStoreMemory.js"
 export * as Migrations from "./store/Migrations.js"
 export { StoreError } from "./store/StoreError.js"
+/** The PostgreSQL connection Layer with a clear error when unreachable. */
+export * as Database from "./store/Database.js"
