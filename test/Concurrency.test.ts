@@ -2,10 +2,11 @@ import { describe, expect, it } from "@effect/vitest"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import * as Metric from "effect/Metric"
 import * as Schema from "effect/Schema"
 import * as Concurrency from "../src/concurrency/ConcurrencyAddon.js"
 import { ConcurrencyMetadata, Mutex, Semaphore } from "../src/concurrency/Concurrency.js"
-import { cancelledText, requeuedText } from "../src/concurrency/ConcurrencyBehavior.js"
+import { cancelledText, gateTotal, requeuedText } from "../src/concurrency/ConcurrencyBehavior.js"
 import { ConcurrencyLimitManager } from "../src/concurrency/ConcurrencyLimitManager.js"
 import * as Contract from "../src/job/Contract.js"
 import * as Handler from "../src/job/Handler.js"
@@ -183,6 +184,52 @@ for (const [name, env] of setups) {
     })
   })
 }
+
+describe("Concurrency addon registration", () => {
+  it.live("without the addon, declared concurrency policy is not enforced (but still stamped)", () => {
+    const holders = new HolderCounter()
+    const handler = Handler.job(Work, ({ key }) => holders.hold(key, Effect.sleep("20 millis")), { policy: [Mutex("k", { mode: "Wait" })] })
+    return Effect.gen(function* () {
+      const p = yield* Publisher.Publisher
+      const ids = yield* Effect.forEach([1, 2, 3, 4], (i) => p.enqueue(Work, { key: "k", i }))
+      yield* Effect.scoped(Effect.zipRight(Worker.make({ concurrency: 4, pollInterval: "5 millis" }), drained()))
+      expect(holders.max.get("k")).toBeGreaterThan(1)
+      const d = yield* detail(ids[0]!)
+      expect((d.job.metadata as any).policies.concurrency).toMatchObject({ source: "handler", value: { key: "k", limit: 1, mode: "Wait" } })
+    }).pipe(
+      Effect.provide(
+        Publisher.layer.pipe(Layer.provideMerge(Registry.layer({ handlers: [handler] })), Layer.provideMerge(JobStoreMemory.layer))
+      )
+    )
+  })
+
+  it.live("Mutex(k) and Semaphore(k, 3) on one key share one pool: at most 3 at once", () => {
+    const holders = new HolderCounter()
+    const A = Contract.job("A", Schema.Struct({ i: Schema.Number }), { policy: [Mutex("pool", { mode: "Wait" })] })
+    const B = Contract.job("B", Schema.Struct({ i: Schema.Number }), { policy: [Semaphore("pool", 3)] })
+    const handlers = [Handler.job(A, () => holders.hold("pool", Effect.sleep("10 millis"))), Handler.job(B, () => holders.hold("pool", Effect.sleep("10 millis")))]
+    return Effect.gen(function* () {
+      const p = yield* Publisher.Publisher
+      yield* Effect.forEach(Array.from({ length: 15 }, (_, i) => i), (i) => Effect.zipRight(p.enqueue(A, { i }), p.enqueue(B, { i })))
+      yield* Effect.scoped(Effect.zipRight(Worker.make({ concurrency: 8, pollInterval: "5 millis" }), drained(60_000)))
+      expect(holders.max.get("pool")).toBeLessThanOrEqual(3)
+      expect(holders.max.get("pool")).toBeGreaterThan(1)
+    }).pipe(Effect.provide(setups[1][1](handlers)))
+  })
+
+  it.live("gate results are counted as an Effect metric per result and key family", () => {
+    const handler = Handler.job(Work, () => Effect.void, { policy: [Semaphore("metric-family:a", 2)] })
+    return Effect.gen(function* () {
+      const counter = (result: string) =>
+        Metric.value(Metric.tagged(Metric.tagged(gateTotal, "result", result), "key_family", "metric-family")).pipe(Effect.map((s) => s.count))
+      const before = yield* counter("Acquired")
+      const p = yield* Publisher.Publisher
+      yield* Effect.forEach([1, 2, 3], (i) => p.enqueue(Work, { key: "x", i }))
+      yield* Effect.scoped(Effect.zipRight(Worker.make({ concurrency: 1, pollInterval: "5 millis" }), drained()))
+      expect((yield* counter("Acquired")) - before).toBe(3)
+    }).pipe(Effect.provide(setups[0][1]([handler])))
+  })
+})
 
 describe("Semaphore declarations", () => {
   it("reject a limit that is not an integer >= 1, at declaration and at enqueue", () => {
