@@ -8,6 +8,7 @@
  *
  * @since 0.1.0
  */
+import * as Clock from "effect/Clock"
 import * as Data from "effect/Data"
 import * as Effect from "effect/Effect"
 import * as Metric from "effect/Metric"
@@ -84,7 +85,9 @@ export const make = (provider: SemaphoreProviderService, manager: ConcurrencyLim
       })
     ).pipe(
       Effect.catchAll((e: SemaphoreError | LimitStoreError) =>
-        Effect.succeed(Outcome.Requeued({ reason: `Concurrency gate unavailable for '${policy.key}': ${e._tag}`, at: new Date(Date.now() + 1000) }))
+        Effect.map(Clock.currentTimeMillis, (now) =>
+          Outcome.Requeued({ reason: `Concurrency gate unavailable for '${policy.key}': ${e._tag}`, at: new Date(now + 1000) })
+        )
       )
     )
   }
