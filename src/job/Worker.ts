@@ -137,7 +137,7 @@ export const make = (options: WorkerOptions = {}): Effect.Effect<WorkerHandle, n
         const name = Saga.lockName(h.contract.name, h.correlate(attempt.payload))
         const slot = yield* semaphores.tryAcquire(name, 1, 0)
         if (Option.isNone(slot)) {
-          return Outcome.Requeued({ reason: `Saga correlation '${name}' busy`, at: new Date(Date.now() + 50) })
+          return Outcome.Requeued({ reason: `Saga correlation '${name}' busy`, at: new Date((yield* Clock.currentTimeMillis) + 50) })
         }
         return yield* runHandler(attempt)
       }).pipe(Effect.catchAll((e) => Effect.succeed(Outcome.Failed({ error: e.message }))))
