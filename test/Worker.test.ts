@@ -56,6 +56,22 @@ for (const [name, storeLayer] of stores) {
         expect(counters.get("stats:failed")).toBe(2)
       }).pipe(Effect.provide(env())))
 
+    it.live("schedule: a job scheduled in the future is Scheduled and not run before it is due", () =>
+      Effect.gen(function* () {
+        const publisher = yield* Publisher.Publisher
+        const later = yield* publisher.schedule(Add, { n: 1 }, new Date(Date.now() + 3_600_000))
+        const soon = yield* publisher.schedule(Add, { n: 2 }, new Date(Date.now() + 150))
+        expect((yield* detail(later)).job.state).toBe("Scheduled")
+        yield* Effect.scoped(
+          Effect.gen(function* () {
+            yield* Worker.make({ concurrency: 2, pollInterval: "10 millis" })
+            while ((yield* detail(soon)).job.state !== "Succeeded") yield* Effect.sleep("10 millis")
+          })
+        )
+        expect((yield* detail(later)).job.state).toBe("Scheduled")
+        expect(yield* Ref.get(yield* Sum)).toBe(2)
+      }).pipe(Effect.provide(env())))
+
     it.live("a message is routed to every registered handler as one child job each", () =>
       Effect.gen(function* () {
         const publisher = yield* Publisher.Publisher
