@@ -1,6 +1,7 @@
 /**
  * The retry family's behavior: a failed attempt is rescheduled with exponential backoff (an Effect
- * `Schedule`) until the attempt limit, then stays Failed.
+ * `Schedule`) until the attempt limit, then stays Failed. A rescheduled failure is still reported to
+ * the `FailureObserver` of an outer behavior (the circuit breaker counts it).
  *
  * @since 0.1.0
  */
@@ -11,6 +12,7 @@ import * as Effect from "effect/Effect"
 import * as Schedule from "effect/Schedule"
 import { Outcome } from "../job/Outcome.js"
 import type { Behavior } from "../job/Pipeline.js"
+import * as FailureObserver from "./FailureObserver.js"
 import type { RetryPolicy } from "./PolicyValues.js"
 
 /** The delay before attempt `attempt + 1` after attempt `attempt` (1-based) failed. */
@@ -31,6 +33,7 @@ export const behavior: Behavior = {
       const policy = attempt.policies.retry
       if (outcome._tag !== "Failed" || policy === undefined || attempt.job.attempt >= policy.maxAttempts) return Effect.succeed(outcome)
       return Effect.gen(function* () {
+        yield* FailureObserver.report(outcome.error)
         const delay = yield* delayAfter(policy, attempt.job.attempt)
         const now = yield* Clock.currentTimeMillis
         return Outcome.Requeued({

@@ -1,0 +1,93 @@
+/**
+ * The recurring-job scheduler: one fiber per registered `Recurring` entry sleeps (on Effect's
+ * `Clock`) until the entry's next cron tick and fires it.
+ *
+ * A firing bypasses the publisher: it inserts the row directly with empty metadata, so the
+ * contract's declared policy is resolved (and stamped) by the first attempt, like any job. Its id is
+ * derived from `(recurring id, tick)` (`Recurring.firingId`), so any number of schedulers — fibers or
+ * processes on one store — fire each tick once: the second insert of a firing conflicts and is
+ * ignored. A tick that passes while no scheduler runs is not fired afterwards.
+ *
+ * @since 0.1.0
+ */
+import * as Clock from "effect/Clock"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as ParseResult from "effect/ParseResult"
+import * as Schedule from "effect/Schedule"
+import * as Schema from "effect/Schema"
+import type * as Scope from "effect/Scope"
+import * as JobMetadata from "../policy/JobMetadata.js"
+import { JobStore } from "../store/JobStore.js"
+import type { StoreError } from "../store/StoreError.js"
+import { InvalidPayload } from "./errors.js"
+import * as Recurring from "./Recurring.js"
+import { Registry } from "./Registry.js"
+
+/**
+ * Fires one tick of `recurring`: inserts its row (Enqueued, ScheduleTime = tick, empty metadata).
+ * Returns false when that firing already exists (another scheduler fired it).
+ */
+export const fire = (
+  recurring: Recurring.Recurring,
+  tick: Date
+): Effect.Effect<boolean, InvalidPayload | StoreError, JobStore> =>
+  Effect.gen(function* () {
+    const store = yield* JobStore
+    const payload = yield* Schema.encode(recurring.contract.schema as Schema.Schema<unknown, unknown>)(recurring.payload).pipe(
+      Effect.mapError((e) => new InvalidPayload({ type: recurring.contract.name, message: ParseResult.TreeFormatter.formatErrorSync(e) }))
+    )
+    const id = Recurring.firingId(recurring.id, tick)
+    return yield* store
+      .insert([
+        {
+          id,
+          type: recurring.contract.name,
+          handler: null,
+          payload,
+          state: "Enqueued",
+          scheduleTime: tick,
+          metadata: JobMetadata.encode(JobMetadata.JobMetadata.empty)
+        }
+      ])
+      .pipe(
+        Effect.as(true),
+        // the primary key makes a firing unique: if the row exists, this tick was fired already
+        Effect.catchTag("StoreError", (e) =>
+          Effect.flatMap(store.get(id), (existing) => (Option.isSome(existing) ? Effect.succeed(false) : Effect.fail(e)))
+        )
+      )
+  })
+
+const storeRetry = Schedule.exponential("100 millis").pipe(Schedule.union(Schedule.spaced("5 seconds")), Schedule.upTo("1 minute"))
+
+/** Runs one entry forever: sleep until the next tick, fire it, repeat. */
+const runEntry = (recurring: Recurring.Recurring): Effect.Effect<never, never, JobStore> =>
+  Effect.gen(function* () {
+    let after = yield* Clock.currentTimeMillis
+    while (true) {
+      const tick = Recurring.nextTick(recurring, after)
+      const wait = tick.getTime() - (yield* Clock.currentTimeMillis)
+      if (wait > 0) yield* Effect.sleep(Duration.millis(wait))
+      yield* fire(recurring, tick).pipe(
+        Effect.retry({ schedule: storeRetry, while: (e) => e._tag === "StoreError" }),
+        Effect.tapBoth({
+          onFailure: (e) => Effect.logError(`recurring '${recurring.id}': tick ${tick.toISOString()} not fired`, e),
+          onSuccess: (fired) => (fired ? Effect.logDebug(`recurring '${recurring.id}' fired for ${tick.toISOString()}`) : Effect.void)
+        }),
+        Effect.ignore
+      )
+      after = tick.getTime()
+    }
+  })
+
+/** Starts the scheduler in the current scope: one fiber per `Recurring` entry of the registry. */
+export const make: Effect.Effect<void, never, Scope.Scope | JobStore | Registry> = Effect.gen(function* () {
+  const registry = yield* Registry
+  yield* Effect.forEach(registry.recurring, (r) => Effect.forkScoped(runEntry(r)), { discard: true })
+})
+
+/** The scheduler as a Layer: fires while the layer is alive. Run it beside (or without) workers. */
+export const layer: Layer.Layer<never, never, JobStore | Registry> = Layer.scopedDiscard(make)
