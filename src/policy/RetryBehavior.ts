@@ -1,7 +1,8 @@
 /**
  * The retry family's behavior: a failed attempt is rescheduled with exponential backoff (an Effect
  * `Schedule`) until the attempt limit, then stays Failed. A rescheduled failure is still reported to
- * the `FailureObserver` of an outer behavior (the circuit breaker counts it).
+ * the `FailureObserver` of an outer behavior (the circuit breaker counts it). A failure is not retried
+ * when the next attempt would start after the job's `Total` timeout deadline.
  *
  * @since 0.1.0
  */
@@ -14,6 +15,7 @@ import { Outcome } from "../job/Outcome.js"
 import type { Behavior } from "../job/Pipeline.js"
 import * as FailureObserver from "./FailureObserver.js"
 import type { RetryPolicy } from "./PolicyValues.js"
+import { totalDeadline } from "./TimeoutBehavior.js"
 
 /** The delay before attempt `attempt + 1` after attempt `attempt` (1-based) failed. */
 export const delayAfter = (policy: RetryPolicy, attempt: number): Effect.Effect<Duration.Duration> =>
@@ -36,6 +38,11 @@ export const behavior: Behavior = {
         yield* FailureObserver.report(outcome.error)
         const delay = yield* delayAfter(policy, attempt.job.attempt)
         const now = yield* Clock.currentTimeMillis
+        const timeout = attempt.policies.timeout
+        const deadline = timeout === undefined ? undefined : totalDeadline(timeout, attempt.job)
+        if (deadline !== undefined && now + Duration.toMillis(delay) >= deadline) {
+          return Outcome.Failed({ error: `${outcome.error}\nNot retried: the next attempt would start after the Total deadline ${new Date(deadline).toISOString()}` })
+        }
         return Outcome.Requeued({
           reason: `Retry ${attempt.job.attempt + 1}/${policy.maxAttempts} in ${Duration.format(delay)} after: ${outcome.error.split("\n")[0]}`,
           at: new Date(now + Duration.toMillis(delay))

@@ -10,7 +10,17 @@ import * as Clock from "effect/Clock"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import { Outcome } from "../job/Outcome.js"
+import type { Job } from "../job/Job.js"
 import type { Behavior } from "../job/Pipeline.js"
+import type { TimeoutPolicy } from "./PolicyValues.js"
+
+/**
+ * The wall-clock deadline (epoch ms) of a `Total` timeout: the one stamped at publish, or — for a row
+ * inserted without the publisher, e.g. a recurring firing — the row's creation plus the duration.
+ * Undefined for a `PerAttempt` timeout.
+ */
+export const totalDeadline = (policy: TimeoutPolicy, job: Job): number | undefined =>
+  policy.scope !== "Total" ? undefined : policy.deadline !== undefined ? Date.parse(policy.deadline) : job.createdAt.getTime() + policy.durationMs
 
 /** The timeout behavior. */
 export const behavior: Behavior = {
@@ -20,8 +30,8 @@ export const behavior: Behavior = {
     if (policy === undefined) return next
     return Effect.gen(function* () {
       let budget = policy.durationMs
-      if (policy.scope === "Total") {
-        const deadline = policy.deadline !== undefined ? Date.parse(policy.deadline) : attempt.job.createdAt.getTime() + policy.durationMs
+      const deadline = totalDeadline(policy, attempt.job)
+      if (deadline !== undefined) {
         budget = deadline - (yield* Clock.currentTimeMillis)
         if (budget <= 0) {
           return Outcome.Failed({ error: `Timed out: Total deadline ${new Date(deadline).toISOString()} passed before this attempt ran` })
@@ -31,7 +41,13 @@ export const behavior: Behavior = {
         Effect.timeoutTo({
           duration: Duration.millis(budget),
           onSuccess: (o: Outcome) => o,
-          onTimeout: () => Outcome.Failed({ error: `Timed out after ${budget} ms (${policy.scope})` })
+          onTimeout: () =>
+            Outcome.Failed({
+              error:
+                deadline === undefined
+                  ? `Timed out after ${budget} ms (PerAttempt)`
+                  : `Timed out: Total deadline ${new Date(deadline).toISOString()} reached ${budget} ms into this attempt`
+            })
         })
       )
     })

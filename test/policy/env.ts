@@ -1,0 +1,97 @@
+import type * as SqlClient from "@effect/sql/SqlClient"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import type * as Scope from "effect/Scope"
+import * as CircuitBreakerAddon from "../../src/circuitbreaker/CircuitBreakerAddon.js"
+import type { CircuitBreakerState } from "../../src/circuitbreaker/CircuitBreakerState.js"
+import * as Concurrency from "../../src/concurrency/ConcurrencyAddon.js"
+import type { ConcurrencyLimitManager } from "../../src/concurrency/ConcurrencyLimitManager.js"
+import type { AnyHandler } from "../../src/job/Handler.js"
+import type { CircuitBreakerAddon as CircuitBreakerSlot, ConcurrencyAddon, RateLimitAddon as RateLimitSlot } from "../../src/job/Pipeline.js"
+import * as Publisher from "../../src/job/Publisher.js"
+import type { Recurring } from "../../src/job/Recurring.js"
+import * as Registry from "../../src/job/Registry.js"
+import * as Worker from "../../src/job/Worker.js"
+import type * as Declaration from "../../src/policy/Declaration.js"
+import * as GlobalPolicies from "../../src/policy/GlobalPolicies.js"
+import * as JobMetadata from "../../src/policy/JobMetadata.js"
+import * as RateLimitAddon from "../../src/ratelimit/RateLimitAddon.js"
+import type { RateLimiter } from "../../src/ratelimit/RateLimiter.js"
+import type { SemaphoreProvider } from "../../src/semaphore/SemaphoreProvider.js"
+import * as SemaphoreProviderMemory from "../../src/semaphore/SemaphoreProviderMemory.js"
+import * as SemaphoreProviderPg from "../../src/semaphore/SemaphoreProviderPg.js"
+import { JobStore } from "../../src/store/JobStore.js"
+import * as JobStoreMemory from "../../src/store/JobStoreMemory.js"
+import * as JobStorePg from "../../src/store/JobStorePg.js"
+import { freshPgLayer } from "../support/db.js"
+
+/** What outlives a deploy: the store, the semaphore provider and every addon with its shared state. */
+export type Infra =
+  | JobStore
+  | SemaphoreProvider
+  | ConcurrencyAddon
+  | ConcurrencyLimitManager
+  | RateLimitSlot
+  | RateLimiter
+  | CircuitBreakerSlot
+  | CircuitBreakerState
+
+/** The infrastructure of one backend, on fresh state per use. */
+export const backends: ReadonlyArray<readonly [string, () => Layer.Layer<Infra, unknown>]> = [
+  [
+    "memory",
+    () =>
+      Layer.mergeAll(JobStoreMemory.layer, Concurrency.layerMemoryLimits, RateLimitAddon.layerMemory, CircuitBreakerAddon.layerMemory).pipe(
+        Layer.provideMerge(SemaphoreProviderMemory.layer)
+      )
+  ],
+  [
+    "postgres",
+    () =>
+      Layer.mergeAll(JobStorePg.layer, Concurrency.layer, RateLimitAddon.layer, CircuitBreakerAddon.layer).pipe(
+        Layer.provideMerge(SemaphoreProviderPg.layer()),
+        Layer.provideMerge(freshPgLayer(30) as Layer.Layer<SqlClient.SqlClient, unknown>)
+      )
+  ]
+]
+
+/** One deploy: a registry (handlers, recurring entries) and its global defaults, with a publisher. */
+export const deploy = (input: {
+  readonly handlers: ReadonlyArray<AnyHandler>
+  readonly recurring?: ReadonlyArray<Recurring>
+  readonly globals?: ReadonlyArray<Declaration.Declaration>
+}): Layer.Layer<Publisher.Publisher | Registry.Registry | GlobalPolicies.GlobalPolicies, never, JobStore> =>
+  Publisher.layer.pipe(
+    Layer.provideMerge(Registry.layer({ handlers: input.handlers as ReadonlyArray<AnyHandler>, recurring: input.recurring ?? [] }) as Layer.Layer<Registry.Registry>),
+    Layer.provideMerge(GlobalPolicies.layer(input.globals ?? []))
+  )
+
+/** Runs `body` with a worker of the deploy in context, in its own scope (the worker stops after). */
+export const withWorker = <A, E, R>(
+  body: Effect.Effect<A, E, R>,
+  options: Worker.WorkerOptions = {}
+): Effect.Effect<A, E, Exclude<R, Scope.Scope> | JobStore | Registry.Registry> =>
+  Effect.scoped(Effect.zipRight(Worker.make({ concurrency: 2, pollInterval: "5 millis", ...options }), body))
+
+/** The decoded metadata of one job, as the store's detail view shows it. */
+export const metadataOf = (id: string) =>
+  Effect.gen(function* () {
+    const d = Option.getOrThrow(yield* (yield* JobStore).get(id))
+    const m = JobMetadata.decode(d.job.metadata)
+    if (m._tag === "Left") return yield* Effect.dieMessage(m.left)
+    return m.right
+  })
+
+/** Waits (bounded polling of the store) until `predicate` holds for job `id`. */
+export const until = (id: string, predicate: (d: import("../../src/job/Job.js").JobDetail) => boolean, timeoutMs = 20_000) =>
+  Effect.gen(function* () {
+    const store = yield* JobStore
+    const start = Date.now()
+    while (true) {
+      const d = Option.getOrThrow(yield* store.get(id))
+      if (predicate(d)) return d
+      if (Date.now() - start > timeoutMs) return yield* Effect.dieMessage(`job ${id} never reached the condition; last state ${d.job.state}`)
+      yield* Effect.sleep("5 millis")
+    }
+  })
