@@ -1,0 +1,104 @@
+/**
+ * The workload shared by the multi-process proof, the crash test and the soak: one job contract
+ * whose handler records when it enters and leaves (PostgreSQL `clock_timestamp()`, so every process
+ * is measured by one clock), plus the tables those records live in.
+ *
+ * Enter is written after the concurrency gate acquired the slot and exit before the slot is
+ * released (the slot is held by the attempt's scope, which closes after the handler), so each
+ * recorded interval lies inside the slot's holding time.
+ */
+import * as SqlClient from "@effect/sql/SqlClient"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Option from "effect/Option"
+import * as Schedule from "effect/Schedule"
+import * as Schema from "effect/Schema"
+import { CurrentAttempt } from "../../src/job/Attempt.js"
+import * as Contract from "../../src/job/Contract.js"
+import * as Handler from "../../src/job/Handler.js"
+
+/**
+ * The one job type. `ms`: time inside the handler; `fail`: the handler fails (every attempt);
+ * `hangFirst`: the first attempt never returns (crash tests kill the process during it).
+ */
+export const Work = Contract.job(
+  "Work",
+  Schema.Struct({ ms: Schema.Number, fail: Schema.Boolean, hangFirst: Schema.optional(Schema.Boolean) })
+)
+
+/** The handler's own failure text (so a checker can tell handler failures from anything else). */
+export const HANDLER_FAILURE = "handler failed on purpose"
+
+/** Tables of the records (created by the parent before any worker starts). */
+export const createTables = Effect.gen(function* () {
+  const sql = yield* SqlClient.SqlClient
+  yield* sql`
+    CREATE TABLE IF NOT EXISTS rel_intervals (
+      job_id text NOT NULL,
+      attempt integer NOT NULL,
+      key text,
+      lim integer,
+      proc text NOT NULL,
+      pid integer NOT NULL,
+      claimed_at timestamptz NOT NULL,
+      entered timestamptz NOT NULL,
+      exited timestamptz,
+      result text,
+      PRIMARY KEY (job_id, attempt)
+    )`
+  yield* sql`
+    CREATE TABLE IF NOT EXISTS rel_deaths (
+      pid integer PRIMARY KEY,
+      proc text NOT NULL,
+      at timestamptz NOT NULL
+    )`
+  yield* sql`
+    CREATE TABLE IF NOT EXISTS rel_faults (
+      id serial PRIMARY KEY,
+      kind text NOT NULL,
+      proc text NOT NULL,
+      pid integer NOT NULL,
+      at timestamptz NOT NULL,
+      locks text[] NOT NULL DEFAULT '{}'
+    )`
+})
+
+/** Where the records of one process come from. */
+export interface Recorder {
+  readonly proc: string
+  readonly pid: number
+}
+
+// A record must survive connection faults: retry, bounded (about 5 s).
+const persist = Schedule.spaced("25 millis").pipe(Schedule.intersect(Schedule.recurs(200)))
+
+/** The recording handler of {@link Work}. Requires only the `SqlClient` of its process. */
+export const recordingHandler = (recorder: Recorder) =>
+  Handler.job(Work, ({ fail, hangFirst, ms }, info) =>
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      const attempt = yield* Effect.serviceOption(CurrentAttempt)
+      const policy = Option.flatMap(attempt, (a) => Option.fromNullable(a.policies.concurrency))
+      const key = Option.match(policy, { onNone: () => null, onSome: (p) => p.key })
+      const lim = Option.match(policy, { onNone: () => null, onSome: (p) => p.limit })
+      const claimedAt = Option.match(attempt, { onNone: () => new Date(0), onSome: (a) => a.job.updatedAt })
+      const enter = sql`
+        INSERT INTO rel_intervals (job_id, attempt, key, lim, proc, pid, claimed_at, entered)
+        VALUES (${info.jobId}, ${info.attempt}, ${key}, ${lim}, ${recorder.proc}, ${recorder.pid}, ${claimedAt.toISOString()}, clock_timestamp())
+        ON CONFLICT (job_id, attempt) DO NOTHING`.pipe(Effect.retry(persist), Effect.orDie)
+      const leave = (result: string) =>
+        sql`
+          UPDATE rel_intervals SET exited = clock_timestamp(), result = ${result}
+          WHERE job_id = ${info.jobId} AND attempt = ${info.attempt} AND exited IS NULL`.pipe(Effect.retry(persist), Effect.ignore)
+      const body =
+        hangFirst === true && info.attempt === 1
+          ? Effect.never
+          : Effect.sleep(Duration.millis(ms)).pipe(Effect.zipRight(fail ? Effect.fail(HANDLER_FAILURE) : Effect.void))
+      yield* Effect.acquireUseRelease(
+        enter,
+        () => body,
+        (_, exit) => leave(Exit.isSuccess(exit) ? "ok" : Exit.isInterrupted(exit) ? "interrupted" : "failed")
+      )
+    })
+  )

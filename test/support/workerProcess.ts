@@ -1,0 +1,80 @@
+/**
+ * A worker process for the multi-process tests and the soak:
+ * `node --import tsx test/support/workerProcess.ts '<json config>'`.
+ *
+ * JobStorePg + SemaphoreProviderPg + Concurrency.layer on the given database, running
+ * {@link recordingHandler}. Prints `READY` once its worker has started. SIGTERM/SIGINT stop it
+ * gracefully; SIGUSR2 interrupts its running attempts (worker restarted with a zero grace period),
+ * which is the "interrupted fibers" fault of the soak.
+ */
+import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
+import * as PgClient from "@effect/sql-pg/PgClient"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Logger from "effect/Logger"
+import * as LogLevel from "effect/LogLevel"
+import * as Queue from "effect/Queue"
+import * as Redacted from "effect/Redacted"
+import * as Concurrency from "../../src/concurrency/ConcurrencyAddon.js"
+import * as Registry from "../../src/job/Registry.js"
+import * as Worker from "../../src/job/Worker.js"
+import * as SemaphoreProviderPg from "../../src/semaphore/SemaphoreProviderPg.js"
+import * as JobStorePg from "../../src/store/JobStorePg.js"
+import { recordingHandler } from "../soak/workload.js"
+
+/** The configuration a parent passes as the first argument. */
+export interface ChildConfig {
+  readonly url: string
+  /** Process label (also its PostgreSQL `application_name`, so a harness can find its backends). */
+  readonly name: string
+  readonly fibers: number
+  readonly pollMs: number
+  readonly leaseMs: number
+  readonly pingMs: number
+  readonly graceMs: number
+  readonly pool: number
+}
+
+const config = JSON.parse(process.argv[2] ?? "{}") as ChildConfig
+
+const sqlLayer = PgClient.layer({
+  url: Redacted.make(config.url),
+  maxConnections: config.pool,
+  applicationName: config.name,
+  idleTimeout: "30 seconds",
+  connectTimeout: "5 seconds"
+})
+
+const env = Registry.layer({ handlers: [recordingHandler({ proc: config.name, pid: process.pid })] }).pipe(
+  Layer.provideMerge(Concurrency.layer),
+  Layer.provideMerge(SemaphoreProviderPg.layer({ pingInterval: `${config.pingMs} millis` })),
+  Layer.provideMerge(JobStorePg.layerWithoutMigrations),
+  Layer.provideMerge(sqlLayer)
+)
+
+const main = Effect.gen(function* () {
+  const restart = yield* Queue.unbounded<void>()
+  process.on("SIGUSR2", () => void Queue.unsafeOffer(restart, undefined))
+  let generation = 0
+  while (true) {
+    yield* Effect.scoped(
+      Effect.gen(function* () {
+        yield* Worker.make({
+          concurrency: config.fibers,
+          pollInterval: `${config.pollMs} millis`,
+          lease: `${config.leaseMs} millis`,
+          gracePeriod: `${config.graceMs} millis`,
+          workerId: `${config.name}/${process.pid}/g${generation}`
+        })
+        if (generation === 0) process.stdout.write("READY\n")
+        generation++
+        yield* Queue.take(restart)
+      })
+    )
+  }
+})
+
+NodeRuntime.runMain(
+  main.pipe(Effect.provide(env), Logger.withMinimumLogLevel(LogLevel.Error)),
+  { disableErrorReporting: false }
+)
