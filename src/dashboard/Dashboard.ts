@@ -1,0 +1,321 @@
+/**
+ * The web dashboard: jobs by state, one job's payload, audit trail and stamped policy, the
+ * requeued-vs-succeeded counters, and — when the concurrency addon is registered — the admin
+ * concurrency limits with inline edit, delete and create.
+ *
+ * It is an `HttpRouter` from @effect/platform: concatenate {@link router} into an existing Effect
+ * HTTP app, or serve it on its own port with {@link layer}. Reads need a `JobStore`; the
+ * concurrency page looks the `ConcurrencyLimitManager` up per request (`Effect.serviceOption`) and
+ * answers 404 without it.
+ *
+ * Writes are denied unless the app's `authorize` hook allows the request; forms carry a CSRF token
+ * (HMAC of a per-browser cookie nonce under a per-process secret); every value on a page is
+ * HTML-escaped.
+ *
+ * @since 0.1.0
+ */
+import * as HttpRouter from "@effect/platform/HttpRouter"
+import * as HttpServer from "@effect/platform/HttpServer"
+import type { ServeError } from "@effect/platform/HttpServerError"
+import * as HttpIncomingMessage from "@effect/platform/HttpIncomingMessage"
+import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
+import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
+import * as UrlParams from "@effect/platform/UrlParams"
+import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import { createHash } from "node:crypto"
+import { createServer } from "node:http"
+import { ConcurrencyLimitManager, type ConcurrencyLimitManagerService } from "../concurrency/ConcurrencyLimitManager.js"
+import * as JobMetadata from "../policy/JobMetadata.js"
+import { JobState } from "../job/JobState.js"
+import { JobStore } from "../store/JobStore.js"
+import * as Csrf from "./Csrf.js"
+import type { Html } from "./Html.js"
+import * as LimitForm from "./LimitForm.js"
+import * as Pages from "./Pages.js"
+
+/** Decides whether a request may change admin limits. */
+export type Authorize = (request: HttpServerRequest.HttpServerRequest) => Effect.Effect<boolean>
+
+/** Denies every write: the default. The concurrency page says writes are disabled. */
+export const readOnly: Authorize = () => Effect.succeed(false)
+
+/** Allows every write. Only for a dashboard nobody else can reach (a local demo, a test). */
+export const allowWrites: Authorize = () => Effect.succeed(true)
+
+/** Options of {@link router}. */
+export interface DashboardOptions {
+  /** The public path of the dashboard, e.g. "/warp" (the default) or "/admin/jobs"; "" serves it at the root. */
+  readonly prefix?: string | undefined
+  /** Who may create, edit and delete admin limits (default {@link readOnly}). */
+  readonly authorize?: Authorize | undefined
+  /** Jobs per page on the list (default 25). */
+  readonly pageSize?: number | undefined
+  /**
+   * The CSRF signing secret (default: random per process). Give every replica the same secret when
+   * a load balancer may send a form's POST to another process than the one that rendered it.
+   */
+  readonly csrfSecret?: string | Uint8Array | undefined
+}
+
+/** Options of {@link layer}: the router's, plus where to listen. */
+export interface ServeOptions extends DashboardOptions {
+  /** TCP port (default 0: any free port; read it back with {@link url}). */
+  readonly port?: number | undefined
+  /** Interface to listen on (default "127.0.0.1": loopback only). */
+  readonly host?: string | undefined
+}
+
+/** The largest form body accepted (a 512-character key and a token fit many times over). */
+const maxFormBytes = 64 * 1024
+
+/** Checks and normalizes a prefix: "" or "/segment[/segment...]" without a trailing slash. */
+export const normalizePrefix = (prefix: string): string => {
+  const p = prefix.endsWith("/") ? prefix.slice(0, -1) : prefix
+  if (p !== "" && !/^(\/[A-Za-z0-9._~-]+)+$/.test(p)) {
+    throw new Error(`Dashboard prefix must look like "/warp" or "/admin/jobs", got ${JSON.stringify(prefix)}`)
+  }
+  return p
+}
+
+const styleHash = createHash("sha256").update(Pages.css).digest("base64")
+
+/** Headers of every dashboard page. */
+const securityHeaders = {
+  "content-security-policy": `default-src 'none'; style-src 'sha256-${styleHash}'; img-src 'self' data:; form-action 'self'; frame-ancestors 'none'; base-uri 'none'`,
+  "x-content-type-options": "nosniff",
+  "x-frame-options": "DENY",
+  "referrer-policy": "same-origin",
+  "cache-control": "no-store"
+}
+
+const page = (body: Html, status = 200) =>
+  HttpServerResponse.html(body.value).pipe(HttpServerResponse.setStatus(status), HttpServerResponse.setHeaders(securityHeaders))
+
+const seeOther = (location: string) => HttpServerResponse.redirect(location, { status: 303, headers: securityHeaders })
+
+const first = (params: UrlParams.UrlParams, name: string): string | undefined => Option.getOrUndefined(UrlParams.getFirst(params, name))
+
+/**
+ * The dashboard's routes, at `options.prefix` (default "/warp"). Concatenate it into your app's
+ * router (`HttpRouter.concat`); links are built from `prefix`, so pass the full public path rather
+ * than mounting it under another path.
+ */
+export const router = (options: DashboardOptions = {}): HttpRouter.HttpRouter<never, JobStore> => {
+  const prefix = normalizePrefix(options.prefix ?? "/warp")
+  const authorize = options.authorize ?? readOnly
+  const pageSize = options.pageSize ?? 25
+  const csrf = Csrf.make({ secret: options.csrfSecret })
+  const cookiePath = prefix === "" ? "/" : prefix
+
+  const frame = Effect.map(Effect.serviceOption(ConcurrencyLimitManager), (m): Pages.Frame & { manager: Option.Option<ConcurrencyLimitManagerService> } => ({
+    prefix,
+    concurrency: Option.isSome(m),
+    manager: m
+  }))
+
+  /** Renders, turning store failures into a 500 page (the cause goes to the log, not the page). */
+  const guarded = <E extends { readonly _tag: string }, R>(
+    handler: Effect.Effect<HttpServerResponse.HttpServerResponse, E, R>
+  ): Effect.Effect<HttpServerResponse.HttpServerResponse, never, R> =>
+    Effect.catchAll(handler, (e) =>
+      Effect.zipRight(
+        Effect.logError("warp dashboard: request failed", e),
+        Effect.map(frame, (f) => page(Pages.message(f, "Something went wrong", `The dashboard could not read its data (${e._tag}). Details are in the server log.`), 500))
+      )
+    )
+
+  const notFound = (what: string) => Effect.map(frame, (f) => page(Pages.message(f, "Not found", what), 404))
+
+  /** The CSRF nonce of this browser, and a cookie to set when it has none yet. */
+  const nonceOf = (request: HttpServerRequest.HttpServerRequest) => {
+    const existing = request.cookies[Csrf.cookieName]
+    return existing !== undefined && /^[A-Za-z0-9_-]{16,64}$/.test(existing) ? { nonce: existing, fresh: false } : { nonce: csrf.nonce(), fresh: true }
+  }
+  const withNonceCookie = (response: HttpServerResponse.HttpServerResponse, n: { nonce: string; fresh: boolean }) =>
+    n.fresh
+      ? HttpServerResponse.unsafeSetCookie(response, Csrf.cookieName, n.nonce, { httpOnly: true, sameSite: "strict", path: cookiePath })
+      : response
+
+  const jobs = guarded(
+    Effect.gen(function* () {
+      const f = yield* frame
+      const params = yield* HttpServerRequest.ParsedSearchParams
+      const rawState = typeof params.state === "string" && params.state !== "" ? params.state : undefined
+      if (rawState !== undefined && !JobState.literals.includes(rawState as JobState)) {
+        return page(Pages.message(f, "Unknown state", `There is no job state called "${rawState}". States: ${JobState.literals.join(", ")}.`), 400)
+      }
+      const state = rawState as JobState | undefined
+      const rawPage = typeof params.page === "string" ? params.page : "1"
+      const n = /^\d{1,9}$/.test(rawPage) ? Math.max(1, Number(rawPage)) : 1
+      const store = yield* JobStore
+      const [list, counts] = yield* Effect.all([store.list({ state, limit: pageSize, offset: (n - 1) * pageSize }), store.countByState])
+      return page(Pages.jobsPage(f, { state, page: n, pageSize, rows: list.rows, total: list.total, counts }))
+    })
+  )
+
+  const job = guarded(
+    Effect.gen(function* () {
+      const f = yield* frame
+      const { id } = yield* HttpRouter.params
+      const detail = yield* (yield* JobStore).get(id ?? "")
+      if (Option.isNone(detail)) return yield* notFound(`No job with id "${id}".`)
+      const meta = JobMetadata.decode(detail.value.job.metadata)
+      const key = meta._tag === "Right" ? meta.right.policies.concurrency?.value.key : undefined
+      const override =
+        key !== undefined && Option.isSome(f.manager) ? Option.getOrUndefined(yield* f.manager.value.get(key)) : undefined
+      return page(Pages.jobPage(f, { detail: detail.value, override }))
+    })
+  )
+
+  const counters = guarded(
+    Effect.gen(function* () {
+      const f = yield* frame
+      return page(Pages.countersPage(f, yield* (yield* JobStore).counters))
+    })
+  )
+
+  const concurrencyView = (
+    f: Pages.Frame,
+    manager: ConcurrencyLimitManagerService,
+    request: HttpServerRequest.HttpServerRequest,
+    extra: Partial<Pages.ConcurrencyView>,
+    status: number
+  ) =>
+    Effect.gen(function* () {
+      const n = nonceOf(request)
+      const writable = yield* authorize(request)
+      const limits = yield* manager.list
+      const body = Pages.concurrencyPage(f, {
+        limits,
+        token: writable ? csrf.token(n.nonce) : undefined,
+        fieldName: Csrf.fieldName,
+        ...extra
+      })
+      return withNonceCookie(page(body, status), n)
+    })
+
+  const concurrency = guarded(
+    Effect.gen(function* () {
+      const f = yield* frame
+      if (Option.isNone(f.manager)) return yield* notFound("The concurrency addon is not registered in this application.")
+      const request = yield* HttpServerRequest.HttpServerRequest
+      const params = yield* HttpServerRequest.ParsedSearchParams
+      const str = (k: string) => (typeof params[k] === "string" ? (params[k] as string) : undefined)
+      const notice =
+        str("saved") !== undefined
+          ? `Saved: '${str("saved")}' now runs with ${str("slots") ?? "?"} slots from the next pickup.`
+          : str("deleted") !== undefined
+            ? `Deleted the override of '${str("deleted")}': its declared limit applies again from the next pickup.`
+            : str("missing") !== undefined
+              ? `There was no override of '${str("missing")}' (already removed).`
+              : undefined
+      return yield* concurrencyView(f, f.manager.value, request, { notice }, 200)
+    })
+  )
+
+  const concurrencyPost = guarded(
+    Effect.gen(function* () {
+      const f = yield* frame
+      if (Option.isNone(f.manager)) return yield* notFound("The concurrency addon is not registered in this application.")
+      const manager = f.manager.value
+      const request = yield* HttpServerRequest.HttpServerRequest
+      const body = yield* request.urlParamsBody.pipe(
+        HttpIncomingMessage.withMaxBodySize(Option.some(maxFormBytes)),
+        Effect.either
+      )
+      if (Either.isLeft(body)) return page(Pages.message(f, "Bad request", "The form could not be read."), 400)
+      const form = body.right
+      if (!csrf.verify(request.cookies[Csrf.cookieName], first(form, Csrf.fieldName))) {
+        return page(
+          Pages.message(f, "Form expired", "The form has expired or did not come from this dashboard, so nothing was changed. Reload the page and try again."),
+          403
+        )
+      }
+      if (!(yield* authorize(request))) {
+        return page(Pages.message(f, "Writes are disabled", "This dashboard is read-only for this request; nothing was changed."), 403)
+      }
+      const back = `${prefix}/concurrency`
+      switch (first(form, "action")) {
+        case "save": {
+          const input = LimitForm.parse(first(form, "key"), first(form, "slots"))
+          if (Either.isLeft(input)) {
+            return yield* concurrencyView(f, manager, request, { errors: input.left, draft: { key: first(form, "key") ?? "", slots: first(form, "slots") ?? "" } }, 400)
+          }
+          const written = yield* manager.addOrUpdateLimit(input.right.key, input.right.slots).pipe(
+            Effect.catchTag("InvalidPolicy", (e) => Effect.succeed(e))
+          )
+          if (written !== undefined) {
+            return yield* concurrencyView(f, manager, request, { errors: [{ field: "key", message: written.message }] }, 400)
+          }
+          return seeOther(`${back}?${new URLSearchParams({ saved: input.right.key, slots: String(input.right.slots) })}`)
+        }
+        case "delete": {
+          const key = LimitForm.parseKey(first(form, "key"))
+          if (Either.isLeft(key)) return yield* concurrencyView(f, manager, request, { errors: key.left }, 400)
+          const removed = yield* manager.removeLimit(key.right)
+          return seeOther(`${back}?${new URLSearchParams(removed ? { deleted: key.right } : { missing: key.right })}`)
+        }
+        default:
+          return yield* concurrencyView(f, manager, request, { errors: [{ field: "key", message: "Unknown action." }] }, 400)
+      }
+    })
+  )
+
+  const at = (path: string) => `${prefix}${path}` as HttpRouter.PathInput
+  const home = seeOther(`${prefix}/jobs`)
+  // the router ignores a trailing slash: "/warp" also answers "/warp/"
+  return HttpRouter.empty.pipe(
+      HttpRouter.get(prefix === "" ? "/" : at(""), Effect.succeed(home)),
+      HttpRouter.get(at("/jobs"), jobs),
+      HttpRouter.get(at("/jobs/:id"), job),
+      HttpRouter.get(at("/counters"), counters),
+      HttpRouter.get(at("/concurrency"), concurrency),
+      HttpRouter.post(at("/concurrency"), concurrencyPost)
+    )
+}
+
+/** A dashboard served by {@link layer}. */
+export class DashboardServer extends Context.Tag("warp/DashboardServer")<
+  DashboardServer,
+  {
+    /** The dashboard's address, e.g. "http://127.0.0.1:8080/warp". */
+    readonly url: string
+  }
+>() {}
+
+/** The URL of the dashboard served by {@link layer}. */
+export const url: Effect.Effect<string, never, DashboardServer> = Effect.map(DashboardServer, (s) => s.url)
+
+const formatUrl = (address: HttpServer.Address, prefix: string): string => {
+  if (address._tag === "UnixAddress") return `unix:${address.path}${prefix}`
+  const host = address.hostname === "0.0.0.0" || address.hostname === "::" ? "localhost" : address.hostname
+  return `http://${host.includes(":") ? `[${host}]` : host}:${address.port}${prefix}`
+}
+
+/**
+ * Serves the dashboard on its own HTTP server (platform-node), loopback only unless `host` says
+ * otherwise. Provide it with the app's layers: it needs a `JobStore`, and shows the concurrency page
+ * when a `ConcurrencyLimitManager` is among them. Read the address with {@link url}.
+ */
+export const layer = (options: ServeOptions = {}): Layer.Layer<DashboardServer, ServeError, JobStore> => {
+  const prefix = normalizePrefix(options.prefix ?? "/warp")
+  const routes = router(options)
+  const app = Effect.catchTag(routes, "RouteNotFound", () =>
+    Effect.map(Effect.serviceOption(ConcurrencyLimitManager), (m) =>
+      page(Pages.message({ prefix, concurrency: Option.isSome(m) }, "Not found", "There is no page at this address."), 404)
+    )
+  )
+  const served = HttpServer.serve(Effect.tapDefect(app, (cause) => Effect.logError("warp dashboard: request failed", cause)))
+  const address = Layer.effect(
+    DashboardServer,
+    HttpServer.addressWith((a) => Effect.succeed({ url: formatUrl(a, prefix) }))
+  )
+  return Layer.merge(served, address).pipe(
+    Layer.provide(NodeHttpServer.layer(createServer, { port: options.port ?? 0, host: options.host ?? "127.0.0.1" }))
+  )
+}

@@ -1,0 +1,191 @@
+/**
+ * The dashboard in a real browser (Chromium driven by playwright-core): create, edit and delete an
+ * admin limit through the page and check the database after each step; open a job and read its
+ * concurrency key; no concurrency page without the addon. Screenshots go to test/artifacts/ outside CI.
+ */
+import * as Effect from "effect/Effect"
+import { existsSync, mkdirSync, mkdtempSync, rmSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { type BrowserContext, chromium, type Page } from "playwright-core"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import * as Dashboard from "../../src/dashboard/Dashboard.js"
+import * as F from "./fixture.js"
+
+const executablePath = "/usr/bin/chromium"
+const inCI = process.env.CI !== undefined && process.env.CI !== ""
+const available = existsSync(executablePath)
+const artifacts = inCI ? undefined : join(import.meta.dirname, "..", "artifacts")
+
+/** Saves a full-page screenshot outside CI. */
+const shot = async (page: Page, name: string) => {
+  if (artifacts === undefined) return
+  mkdirSync(artifacts, { recursive: true })
+  await page.screenshot({ path: join(artifacts, `${name}.png`), fullPage: true })
+}
+
+if (!available && inCI) {
+  describe("dashboard in a browser", () => {
+    it("needs Chromium", () => {
+      throw new Error(`Chromium is not installed at ${executablePath}; CI must install it (apt-get install -y chromium) — the browser tests do not skip in CI`)
+    })
+  })
+}
+
+describe.skipIf(!available)("dashboard in a browser", () => {
+  let browser: BrowserContext
+  let profile: string
+  let app: F.App<F.PgEnv>
+  let withAddon: Awaited<ReturnType<typeof F.serve>>
+  let readOnly: Awaited<ReturnType<typeof F.serve>>
+  let bare: F.App<F.Env>
+  let withoutAddon: Awaited<ReturnType<typeof F.serve>>
+
+  beforeAll(async () => {
+    profile = mkdtempSync(join(tmpdir(), "warp-chromium-"))
+    const launching = chromium.launchPersistentContext(profile, {
+      executablePath,
+      headless: true,
+      viewport: { width: 1200, height: 800 },
+      args: [
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync"
+      ]
+    })
+    const starting = F.startApp(F.memoryWithoutAddon())
+    app = await F.startApp<F.PgEnv>(F.pgWithAddon())
+    bare = await starting
+    ;[withAddon, readOnly, withoutAddon] = await Promise.all([
+      F.serve(app, { authorize: Dashboard.allowWrites }),
+      F.serve(app),
+      F.serve(bare, { authorize: Dashboard.allowWrites })
+    ])
+    browser = await launching
+    browser.setDefaultTimeout(10_000)
+  })
+
+  afterAll(async () => {
+    await browser?.close()
+    await Promise.all([withAddon?.close(), readOnly?.close(), withoutAddon?.close()])
+    await Promise.all([app?.dispose(), bare?.dispose()])
+    if (profile !== undefined) rmSync(profile, { recursive: true, force: true })
+  })
+
+  const rows = () => app.run(F.limitRows)
+
+  it("lists jobs by state and opens a job whose metadata shows its concurrency key", async () => {
+    const page = await browser.newPage()
+    await page.goto(withAddon.url)
+    expect(page.url()).toBe(`${withAddon.url}/jobs`)
+    await expect(page.locator("h1").textContent()).resolves.toBe("Jobs")
+    await shot(page, "jobs")
+    await page.getByRole("link", { name: /^Succeeded/ }).click()
+    await page.waitForURL(/state=Succeeded/)
+    await page.getByRole("link", { name: app.seeded.charge }).click()
+    await page.waitForURL(`${withAddon.url}/jobs/${app.seeded.charge}`)
+    await expect(page.getByTestId("concurrency-key").textContent()).resolves.toBe("payment-api")
+    const policyRow = page.locator("tr", { has: page.locator("td", { hasText: /^concurrency$/ }) })
+    await expect(policyRow.textContent()).resolves.toMatch(/contract.*key: payment-api · limit: 2 · mode: Wait/)
+    await expect(page.locator("h2", { hasText: "Audit trail" }).isVisible()).resolves.toBe(true)
+    await shot(page, "job-detail")
+    await page.close()
+  })
+
+  it("shows requeued vs succeeded per job type with a server-rendered chart", async () => {
+    const page = await browser.newPage()
+    await page.goto(`${withAddon.url}/counters`)
+    await expect(page.locator("svg.chart rect.bar-succeeded").count()).resolves.toBeGreaterThanOrEqual(4)
+    const charge = page.locator("tr", { has: page.locator("td", { hasText: /^ChargeCard$/ }) })
+    const counters = await app.run(Effect.flatMap(F.JobStoreTag, (s) => s.counters))
+    await expect(charge.locator("td").nth(1).textContent()).resolves.toBe(String(counters.get("stats:succeeded:ChargeCard")))
+    await expect(charge.locator("td").nth(2).textContent()).resolves.toBe(String(counters.get("stats:requeued:ChargeCard") ?? 0))
+    await shot(page, "counters")
+    await page.close()
+  })
+
+  it("creates, edits and deletes a limit through the page; the database follows each step", async () => {
+    const page = await browser.newPage()
+    await page.goto(`${withAddon.url}/concurrency`)
+    expect(await rows()).toEqual([])
+    const create = page.locator("form.create")
+
+    await create.getByLabel("Key").fill("payment-api")
+    await create.getByLabel("Slots").fill("10")
+    await create.getByRole("button", { name: "Save limit" }).click()
+    await expect(page.getByRole("status").textContent()).resolves.toContain("'payment-api' now runs with 10 slots")
+    expect(await rows()).toEqual([{ key: "payment-api", slots: 10 }])
+
+    await create.getByLabel("Key").fill("reports:nightly")
+    await create.getByLabel("Slots").fill("1")
+    await create.getByRole("button", { name: "Save limit" }).click()
+    await page.getByRole("status").waitFor()
+    expect(await rows()).toEqual([
+      { key: "payment-api", slots: 10 },
+      { key: "reports:nightly", slots: 1 }
+    ])
+
+    const row = page.locator('tr[data-key="payment-api"]')
+    await row.getByLabel("Slots for payment-api").fill("3")
+    await row.getByRole("button", { name: "Save" }).click()
+    await expect(page.getByRole("status").textContent()).resolves.toContain("'payment-api' now runs with 3 slots")
+    expect(await rows()).toEqual([
+      { key: "payment-api", slots: 3 },
+      { key: "reports:nightly", slots: 1 }
+    ])
+    await expect(page.getByLabel("Slots for payment-api").inputValue()).resolves.toBe("3")
+    await shot(page, "concurrency")
+
+    // the job detail page now shows the override next to the stamped (declared) limit
+    await page.goto(`${withAddon.url}/jobs/${app.seeded.charge}`)
+    await expect(page.locator("#concurrency").textContent()).resolves.toContain("Admin override: 3 slots")
+
+    await page.goto(`${withAddon.url}/concurrency`)
+    await page.locator('tr[data-key="payment-api"]').getByRole("button", { name: "Delete payment-api" }).click()
+    await expect(page.getByRole("status").textContent()).resolves.toContain("Deleted the override of 'payment-api'")
+    expect(await rows()).toEqual([{ key: "reports:nightly", slots: 1 }])
+    await expect(page.locator('tr[data-key="payment-api"]').count()).resolves.toBe(0)
+    await page.close()
+  })
+
+  it("shows a visible error for bad input and changes nothing", async () => {
+    const page = await browser.newPage()
+    await page.goto(`${withAddon.url}/concurrency`)
+    const before = await rows()
+    const create = page.locator("form.create")
+    await create.getByLabel("Key").fill("   ")
+    await create.getByLabel("Slots").fill("4")
+    await create.getByRole("button", { name: "Save limit" }).click()
+    await expect(page.getByRole("alert").textContent()).resolves.toMatch(/Nothing was changed.*Key: Key must not be empty/)
+    expect(await rows()).toEqual(before)
+    await shot(page, "concurrency-error")
+    await page.close()
+  })
+
+  it("is read-only unless the application authorizes writes", async () => {
+    const page = await browser.newPage()
+    await page.goto(`${readOnly.url}/concurrency`)
+    await expect(page.getByRole("note").textContent()).resolves.toContain("Writes are disabled")
+    await expect(page.locator("form").count()).resolves.toBe(0)
+    await expect(page.locator('tr[data-key="reports:nightly"]').count()).resolves.toBe(1)
+    await shot(page, "concurrency-read-only")
+    await page.close()
+  })
+
+  it("has no concurrency page or nav link without the addon", async () => {
+    const page = await browser.newPage()
+    await page.goto(`${withoutAddon.url}/jobs`)
+    const nav = page.getByRole("navigation", { name: "Dashboard" })
+    await expect(nav.getByRole("link").allTextContents()).resolves.toEqual(["Jobs", "Counters"])
+    const response = await page.goto(`${withoutAddon.url}/concurrency`)
+    expect(response?.status()).toBe(404)
+    await expect(page.locator("h1").textContent()).resolves.toBe("Not found")
+    await shot(page, "no-addon-404")
+    await page.close()
+  })
+})
