@@ -224,6 +224,9 @@ export const router = (options: DashboardOptions = {}): HttpRouter.HttpRouter<ne
       if (Option.isNone(f.manager)) return yield* notFound("The concurrency addon is not registered in this application.")
       const manager = f.manager.value
       const request = yield* HttpServerRequest.HttpServerRequest
+      if (Number(request.headers["content-length"] ?? 0) > maxFormBytes) {
+        return page(Pages.message(f, "Form too large", "The form is larger than any valid input; nothing was changed."), 413)
+      }
       const body = yield* request.urlParamsBody.pipe(
         HttpIncomingMessage.withMaxBodySize(Option.some(maxFormBytes)),
         Effect.either
