@@ -2,9 +2,12 @@
  * The distributed semaphore seam. `tryAcquire` returns an optional slot held in the caller's
  * `Scope`: closing the scope (success, failure, defect, timeout, interruption) releases it.
  *
- * Slot rule shared by every built-in provider: a name with limit N uses slots `name:0` ..
+ * Slot-pool rule shared by every built-in provider: a name with limit N uses slots `name:0` ..
  * `name:{N-1}`, so `Mutex(k)` (slot `k:0`) and `Semaphore(k, N)` share one pool — the cap for a key
  * is the largest limit in use, never the sum.
+ *
+ * A provider of your own can be checked with the exported contract suite
+ * (`ProviderContract.suite` in the testing entry point).
  *
  * @since 0.1.0
  */
@@ -14,7 +17,7 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as Schedule from "effect/Schedule"
-import type * as Scope from "effect/Scope"
+import * as Scope from "effect/Scope"
 
 /** A held slot. */
 export interface Slot {
@@ -57,6 +60,40 @@ export const slotName = (name: string, index: number): string => `${name}:${inde
 
 /** A random starting offset for a slot scan. */
 export const randomOffset = (limit: number): number => Math.floor(Math.random() * limit)
+
+/** Fails with a `SemaphoreError` unless `limit` is an integer >= 1. */
+export const validateLimit = (name: string, limit: number): Effect.Effect<void, SemaphoreError> =>
+  Number.isInteger(limit) && limit >= 1
+    ? Effect.void
+    : Effect.fail(new SemaphoreError({ name, message: `limit must be an integer >= 1, got ${limit}` }))
+
+/** What one successful acquisition attempt yields: the slot and the effect that gives it back. */
+export interface Held {
+  readonly slot: Slot
+  readonly release: Effect.Effect<void>
+}
+
+/**
+ * Turns a single acquisition attempt into `tryAcquire`: `attempt` is repeated every `every` until
+ * it yields a slot or `timeout` has elapsed (zero: one try). Each attempt runs uninterruptibly
+ * and registers its release in the caller's scope before anything can interrupt it, so a slot
+ * is never taken without being given back; the waits between attempts stay interruptible, so an
+ * `Effect.timeout` around the caller is not held up by a long acquisition timeout.
+ */
+export const acquireWith = <E>(
+  attempt: Effect.Effect<Option.Option<Held>, E>,
+  timeout: Duration.DurationInput,
+  every: Duration.DurationInput = "5 millis"
+): Effect.Effect<Option.Option<Slot>, E, Scope.Scope> =>
+  Effect.flatMap(Effect.scope, (scope) =>
+    pollUntil(
+      Effect.uninterruptible(
+        Effect.tap(attempt, (held) => (Option.isSome(held) ? Scope.addFinalizer(scope, held.value.release) : Effect.void))
+      ),
+      timeout,
+      every
+    ).pipe(Effect.map(Option.map((held) => held.slot)))
+  )
 
 class Busy {
   readonly _tag = "Busy"

@@ -1,15 +1,29 @@
 /**
  * The PostgreSQL semaphore provider: session-level advisory locks.
  *
- * - Slots of `name` at limit N are the locks `name:0` .. `name:{N-1}` (64-bit ids from a SHA-256 of
- *   the slot name). One statement scans them from a random offset and takes the first free one — a
- *   recursive CTE, so it never takes more than one.
- * - A held slot keeps its own connection checked out (`sql.reserve`) until release; a connection
- *   that dies frees its lock in PostgreSQL, and a ping every `pingInterval` notices the loss and
- *   completes `slot.lost` so the holder stops.
+ * - Slot-pool rule: the slots of `name` at limit N are the locks `name:0` .. `name:{N-1}` (64-bit
+ *   ids from a SHA-256 of the slot name) for every N, so `Mutex(k)` and `Semaphore(k, N)` share
+ *   one pool of N slots.
+ * - One statement scans the slots from a random offset and takes the first free one (a recursive
+ *   CTE, so it never takes more than one). The scan first takes a per-name guard
+ *   (`pg_advisory_xact_lock` in the two-int key space, held until the statement ends) and every
+ *   release unlocks its slot under the same guard. No cooperating acquire or release can
+ *   therefore happen while a scan runs: "full" means every slot was held for the whole scan, and
+ *   a slot that was free for the whole call is always found. Only a holder's connection dying
+ *   frees a slot outside the guard.
+ * - Connections: by default each held slot keeps its own connection checked out (`sql.reserve`)
+ *   until release. With `multiplex: { connections: K }` all slots of the process live on K
+ *   long-lived connections; session locks are re-entrant per connection, so an in-process gate
+ *   (per connection: a mutex plus the set of locks it holds, which the scan skips) keeps two
+ *   fibers from both holding one slot.
+ * - Either way slots die with their connection: PostgreSQL frees the locks of a dead session, and
+ *   a ping every `pingInterval` notices the loss and completes `slot.lost` so the holder stops.
+ *   Queries on a slot connection are never interrupted (sql-pg would send `pg_cancel_backend`
+ *   through the pool, which could land on a later statement).
  *
  * @since 0.1.0
  */
+import type { Connection } from "@effect/sql/SqlConnection"
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
@@ -19,80 +33,253 @@ import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Scope from "effect/Scope"
-import { lockId } from "./lockId.js"
-import { pollUntil, randomOffset, SemaphoreError, SemaphoreProvider, type SemaphoreProviderService, type Slot, slotName } from "./SemaphoreProvider.js"
+import { guardKey, lockId } from "./lockId.js"
+import {
+  acquireWith,
+  type Held,
+  randomOffset,
+  SemaphoreError,
+  SemaphoreProvider,
+  type SemaphoreProviderService,
+  slotName,
+  validateLimit
+} from "./SemaphoreProvider.js"
 
 /** Options of the PostgreSQL provider. */
 export interface PgProviderOptions {
-  /** How often a held slot's connection is checked (default 1 second). */
+  /** How often a connection holding slots is checked (default 1 second). */
   readonly pingInterval?: Duration.DurationInput
+  /** How long a ping may take before the connection's slots count as lost (default 5 seconds). */
+  readonly pingTimeout?: Duration.DurationInput
   /** How often a waiting `tryAcquire` retries (default 10 ms). */
   readonly retryInterval?: Duration.DurationInput
+  /**
+   * Hold every slot of this process on `connections` long-lived connections instead of one
+   * connection per held slot. The pool must allow `connections` reserved connections.
+   */
+  readonly multiplex?: { readonly connections: number }
 }
 
+/**
+ * `$1` candidate lock ids, `$2` start offset, `$3` candidate count, `$4`/`$5` the guard key.
+ * Returns the position (in `$1`) of the lock taken, or no row.
+ */
 const SCAN = `
 WITH RECURSIVE scan(i, got) AS (
-  SELECT 0, pg_try_advisory_lock(($1::bigint[])[1 + ($2::int % $3::int)])
+  SELECT -1, false FROM (SELECT pg_advisory_xact_lock($4::int, $5::int)) AS guard
   UNION ALL
   SELECT i + 1, pg_try_advisory_lock(($1::bigint[])[1 + (($2::int + i + 1) % $3::int)])
   FROM scan WHERE NOT got AND i + 1 < $3::int
 )
-SELECT ($2::int + i) % $3::int AS slot FROM scan WHERE got`
+SELECT ($2::int + i) % $3::int AS position FROM scan WHERE got`
 
-/** Builds the provider on the `SqlClient` in context. */
-export const make = (options: PgProviderOptions = {}) =>
+/** `$1` the slot's lock id, `$2`/`$3` the guard key. */
+const RELEASE = `SELECT pg_advisory_unlock($1::bigint) AS released FROM (SELECT pg_advisory_xact_lock($2::int, $3::int)) AS guard`
+
+const UNLOCK_ALL = "SELECT pg_advisory_unlock_all()"
+
+/** The guard key of `name`, in the two-int advisory key space (exported for tests). */
+export const guardOf = (name: string): readonly [number, number] => guardKey(`warp:semaphore-guard:${name}`)
+
+/** Slot lock ids per name, computed once (a SHA-256 per slot adds up at large limits); bounded. */
+const idCache = new Map<string, Array<string>>()
+const slotIds = (name: string, limit: number): ReadonlyArray<string> => {
+  let ids = idCache.get(name)
+  if (ids === undefined) {
+    if (idCache.size >= 4096) idCache.clear()
+    ids = []
+    idCache.set(name, ids)
+  }
+  while (ids.length < limit) ids.push(lockId(slotName(name, ids.length)))
+  return ids.length === limit ? ids : ids.slice(0, limit)
+}
+
+/** A connection holding slots: its own for one slot by default, shared when multiplexing. */
+interface Lane {
+  readonly conn: Connection
+  readonly scope: Scope.CloseableScope
+  /** Lock ids held on this connection (the in-process gate: the scan skips them). */
+  readonly held: Set<string>
+  readonly lost: Deferred.Deferred<void>
+  dead: boolean
+  watchdog: Fiber.RuntimeFiber<void, never> | undefined
+}
+
+/** Builds the provider on the `SqlClient` in context; closes its connections with the surrounding scope. */
+export const make = (options: PgProviderOptions = {}): Effect.Effect<SemaphoreProviderService, never, SqlClient.SqlClient | Scope.Scope> =>
   Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
-    const ping = Duration.decode(options.pingInterval ?? "1 second")
+    const pingEvery = Duration.decode(options.pingInterval ?? "1 second")
+    const pingTimeout = Duration.decode(options.pingTimeout ?? "5 seconds")
     const every = options.retryInterval ?? "10 millis"
+    const connections = options.multiplex?.connections
+    if (connections !== undefined && (!Number.isInteger(connections) || connections < 1)) {
+      return yield* Effect.dieMessage(`multiplex.connections must be an integer >= 1, got ${connections}`)
+    }
     const fail = (name: string, message: string) => (cause: unknown) => new SemaphoreError({ name, message, cause })
 
-    const acquireOnce = (name: string, limit: number, ids: ReadonlyArray<string>) =>
-      Effect.gen(function* () {
-        const connScope = yield* Scope.make()
-        const conn = yield* sql.reserve.pipe(Scope.extend(connScope), Effect.mapError(fail(name, "could not reserve a connection")))
-        const rows = yield* conn.executeUnprepared(SCAN, [`{${ids.join(",")}}`, randomOffset(limit), limit], undefined).pipe(
-          Effect.mapError(fail(name, "advisory lock scan failed")),
-          Effect.onError(() => Scope.close(connScope, Exit.void))
+    // never interrupted: see the module note on pg_cancel_backend
+    const query = (lane: Lane, text: string, params: ReadonlyArray<unknown>) =>
+      Effect.uninterruptible(lane.conn.executeUnprepared(text, params, undefined))
+
+    const openLane = Effect.gen(function* () {
+      const scope = yield* Scope.make()
+      const conn = yield* sql.reserve.pipe(Scope.extend(scope), Effect.onError(() => Scope.close(scope, Exit.void)))
+      const lane: Lane = { conn, scope, held: new Set(), lost: yield* Deferred.make<void>(), dead: false, watchdog: undefined }
+      return lane
+    })
+
+    /** Drops whatever the connection still holds and gives it back to the pool. */
+    const dispose = (lane: Lane) => query(lane, UNLOCK_ALL, []).pipe(Effect.ignore, Effect.zipRight(Scope.close(lane.scope, Exit.void)))
+
+    /** The connection is unusable or its locks are in doubt: its slots are lost. */
+    const kill = (lane: Lane): Effect.Effect<void> =>
+      Effect.suspend(() => {
+        if (lane.dead) return Effect.void
+        lane.dead = true
+        const watchdog = lane.watchdog
+        lane.watchdog = undefined
+        return Deferred.succeed(lane.lost, undefined).pipe(
+          Effect.zipRight(Effect.forkDaemon(dispose(lane))),
+          Effect.zipRight(watchdog === undefined ? Effect.void : Fiber.interruptFork(watchdog))
         )
-        if (rows.length === 0) {
-          yield* Scope.close(connScope, Exit.void)
-          return Option.none<{ slot: Slot; release: Effect.Effect<void> }>()
-        }
-        const index = Number((rows[0] as any).slot)
-        const lost = yield* Deferred.make<void>()
-        // The ping is uninterruptible: interrupting a query in flight would make sql-pg send a
-        // pg_cancel_backend, which could land on the unlock that follows.
-        const watchdog = yield* Effect.sleep(ping).pipe(
-          Effect.zipRight(Effect.uninterruptible(conn.executeUnprepared("SELECT 1", [], undefined))),
-          Effect.forever,
-          Effect.catchAll(() => Deferred.succeed(lost, undefined)),
-          // forked from an acquire (uninterruptible) region: the watchdog itself must be interruptible
-          Effect.interruptible,
-          Effect.forkDaemon
-        )
-        const release = Effect.gen(function* () {
-          yield* Fiber.interrupt(watchdog)
-          yield* conn.executeUnprepared("SELECT pg_advisory_unlock($1::bigint)", [ids[index]], undefined).pipe(Effect.ignore)
-          yield* Scope.close(connScope, Exit.void)
-        })
-        return Option.some({ slot: { name, index, lost: Deferred.await(lost) }, release })
       })
 
-    const service: SemaphoreProviderService = {
-      tryAcquire: (name, limit, timeout) => {
-        if (!Number.isInteger(limit) || limit < 1) {
-          return Effect.fail(new SemaphoreError({ name, message: `limit must be an integer >= 1, got ${limit}` }))
+    /** Pings the connection; a failed or late ping kills the lane. The ping itself is never interrupted. */
+    const watch = (lane: Lane) => {
+      const ping = Effect.forkDaemon(query(lane, "SELECT 1", [])).pipe(
+        Effect.flatMap((f) => Effect.timeoutFail(Fiber.join(f), { duration: pingTimeout, onTimeout: () => "ping timed out" }))
+      )
+      return Effect.sleep(pingEvery).pipe(
+        Effect.zipRight(ping),
+        Effect.forever,
+        Effect.catchAll(() =>
+          Effect.suspend(() => {
+            lane.watchdog = undefined
+            return kill(lane)
+          })
+        ),
+        // forked from an uninterruptible acquisition: the watchdog itself must be interruptible
+        Effect.interruptible,
+        Effect.forkDaemon,
+        Effect.tap((fiber) => Effect.sync(() => void (lane.watchdog = fiber)))
+      )
+    }
+
+    /** Runs the guarded scan over the lane's candidate slots; returns the slot index taken. */
+    const scanLane = (lane: Lane, name: string, ids: ReadonlyArray<string>): Effect.Effect<Option.Option<number>, SemaphoreError> => {
+      const free: Array<number> = []
+      for (let i = 0; i < ids.length; i++) if (!lane.held.has(ids[i]!)) free.push(i)
+      if (free.length === 0) return Effect.succeed(Option.none())
+      const [g1, g2] = guardOf(name)
+      const candidates = `{${free.map((i) => ids[i]).join(",")}}`
+      return query(lane, SCAN, [candidates, randomOffset(free.length), free.length, g1, g2]).pipe(
+        Effect.tapError(() => kill(lane)),
+        Effect.mapError(fail(name, "advisory lock scan failed")),
+        Effect.map((rows) => {
+          if (rows.length === 0) return Option.none()
+          const index = free[Number((rows[0] as { position: number }).position)]!
+          lane.held.add(ids[index]!)
+          return Option.some(index)
+        })
+      )
+    }
+
+    /** Unlocks one slot under its guard (a no-op on a dead lane: its locks are gone with it). */
+    const unlock = (lane: Lane, name: string, id: string): Effect.Effect<void> =>
+      Effect.suspend(() => {
+        if (lane.dead) return Effect.void
+        const [g1, g2] = guardOf(name)
+        return query(lane, RELEASE, [id, g1, g2]).pipe(
+          Effect.matchEffect({ onFailure: () => kill(lane), onSuccess: () => Effect.sync(() => void lane.held.delete(id)) })
+        )
+      })
+
+    /** Default: one reserved connection per held slot. */
+    const attemptDedicated = (name: string, ids: ReadonlyArray<string>): Effect.Effect<Option.Option<Held>, SemaphoreError> =>
+      Effect.gen(function* () {
+        const lane = yield* openLane.pipe(Effect.mapError(fail(name, "could not reserve a connection")))
+        const taken = yield* scanLane(lane, name, ids)
+        if (Option.isNone(taken)) {
+          yield* Scope.close(lane.scope, Exit.void)
+          return Option.none()
         }
-        const ids = Array.from({ length: limit }, (_, i) => lockId(slotName(name, i)))
-        return Effect.acquireRelease(pollUntil(acquireOnce(name, limit, ids), timeout, every), (held) =>
-          Option.match(held, { onNone: () => Effect.void, onSome: (h) => h.release })
-        ).pipe(Effect.map(Option.map((h) => h.slot)))
-      }
+        const index = taken.value
+        yield* watch(lane)
+        const release = Effect.gen(function* () {
+          if (lane.watchdog !== undefined) yield* Fiber.interrupt(lane.watchdog)
+          lane.watchdog = undefined
+          if (lane.dead) return
+          yield* unlock(lane, name, ids[index]!)
+          if (!lane.dead) yield* Scope.close(lane.scope, Exit.void)
+        })
+        return Option.some({ slot: { name, index, lost: Deferred.await(lane.lost) }, release })
+      })
+
+    /** Multiplexed: K long-lived connections, each with its own mutex (the in-process gate). */
+    const entries = Array.from({ length: connections ?? 0 }, () => ({
+      mutex: Effect.unsafeMakeSemaphore(1),
+      lane: undefined as Lane | undefined
+    }))
+    let next = 0
+    const attemptShared = (name: string, ids: ReadonlyArray<string>): Effect.Effect<Option.Option<Held>, SemaphoreError> => {
+      const entry = entries[next++ % entries.length]!
+      return entry.mutex.withPermits(1)(
+        Effect.gen(function* () {
+          let lane = entry.lane
+          if (lane === undefined || lane.dead) {
+            lane = yield* openLane.pipe(Effect.mapError(fail(name, "could not reserve a connection")))
+            entry.lane = lane
+            yield* watch(lane)
+          }
+          const current = lane
+          const taken = yield* scanLane(current, name, ids)
+          return Option.map(
+            taken,
+            (index): Held => ({
+              slot: { name, index, lost: Deferred.await(current.lost) },
+              release: entry.mutex.withPermits(1)(unlock(current, name, ids[index]!))
+            })
+          )
+        })
+      )
+    }
+
+    yield* Effect.addFinalizer(() =>
+      Effect.forEach(
+        entries,
+        (entry) =>
+          entry.mutex.withPermits(1)(
+            Effect.suspend(() => {
+              const lane = entry.lane
+              entry.lane = undefined
+              if (lane === undefined || lane.dead) return Effect.void
+              lane.dead = true
+              return Effect.all([
+                lane.watchdog === undefined ? Effect.void : Fiber.interrupt(lane.watchdog),
+                Deferred.succeed(lane.lost, undefined),
+                dispose(lane)
+              ])
+            })
+          ),
+        { discard: true }
+      )
+    )
+
+    const attempt = connections === undefined ? attemptDedicated : attemptShared
+    const service: SemaphoreProviderService = {
+      tryAcquire: (name, limit, timeout) =>
+        Effect.zipRight(
+          validateLimit(name, limit),
+          Effect.suspend(() => acquireWith(attempt(name, slotIds(name, limit)), timeout, every))
+        )
     }
     return service
   })
 
-/** The PostgreSQL provider Layer. Requires a `SqlClient` whose pool can hold one connection per held slot. */
+/**
+ * The PostgreSQL provider Layer. Requires a `SqlClient` whose pool can hold one connection per
+ * held slot, or `multiplex.connections` connections when multiplexing.
+ */
 export const layer = (options: PgProviderOptions = {}): Layer.Layer<SemaphoreProvider, never, SqlClient.SqlClient> =>
-  Layer.effect(SemaphoreProvider, make(options))
+  Layer.scoped(SemaphoreProvider, make(options))
