@@ -24,11 +24,15 @@ for (const [name, infra] of backends) {
         run: ({ action, order }, a) =>
           holders.hold("all", holders.hold(order, Effect.sleep("80 millis"))).pipe(
             Effect.zipRight(
-              action === "fail"
-                ? Effect.fail("step failed")
-                : action === "reschedule" && a.attempt === 1
-                  ? Effect.succeed(Saga.SagaStep.Reschedule({ after: "30 millis", reason: "waiting for payment" }))
-                  : Effect.succeed(Saga.SagaStep.Complete())
+              Effect.suspend((): Effect.Effect<Saga.SagaStep, string> =>
+                action === "fail"
+                  ? Effect.fail("step failed")
+                  : Effect.succeed(
+                      action === "reschedule" && a.attempt === 1
+                        ? Saga.SagaStep.Reschedule({ after: "30 millis", reason: "waiting for payment" })
+                        : Saga.SagaStep.Complete()
+                    )
+              )
             )
           )
       })
