@@ -15,7 +15,7 @@ import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
 import * as Migrations from "../store/Migrations.js"
 import { PolicyKey, PositiveInt, validate } from "../policy/PolicyValues.js"
-import type { InvalidPolicy } from "../policy/InvalidPolicy.js"
+import { InvalidPolicy } from "../policy/InvalidPolicy.js"
 
 /** One admin override. */
 export class ConcurrencyLimit extends Schema.Class<ConcurrencyLimit>("ConcurrencyLimit")({
@@ -33,7 +33,7 @@ export interface ConcurrencyLimitManagerService {
   readonly addOrUpdateLimit: (key: string, slots: number) => Effect.Effect<void, InvalidPolicy | LimitStoreError>
   /** Removes `key`'s override; the declared limit applies again. */
   readonly removeLimit: (key: string) => Effect.Effect<boolean, LimitStoreError>
-  /** Every override, by key. */
+  /** Every override, ordered by key (code-unit order, the same on every layer). */
   readonly list: Effect.Effect<ReadonlyArray<ConcurrencyLimit>, LimitStoreError>
   /** One override. */
   readonly get: (key: string) => Effect.Effect<Option.Option<ConcurrencyLimit>, LimitStoreError>
@@ -46,7 +46,12 @@ export class ConcurrencyLimitManager extends Context.Tag("warp/ConcurrencyLimitM
 >() {}
 
 const Input = Schema.Struct({ key: PolicyKey, slots: PositiveInt })
-const check = (key: string, slots: number) => validate("concurrency", Input, { key, slots })
+/** PostgreSQL text cannot hold NUL: such a key is refused by every layer alike, and never found. */
+const hasNul = (key: unknown) => typeof key === "string" && key.includes("\u0000")
+const check = (key: string, slots: number) =>
+  hasNul(key)
+    ? Either.left(new InvalidPolicy({ family: "concurrency", message: "key must not contain NUL characters" }))
+    : validate("concurrency", Input, { key, slots })
 
 /** In-memory overrides. */
 export const layerMemory: Layer.Layer<ConcurrencyLimitManager> = Layer.sync(ConcurrencyLimitManager, () => {
@@ -58,6 +63,7 @@ export const layerMemory: Layer.Layer<ConcurrencyLimitManager> = Layer.sync(Conc
         onRight: () => Effect.sync(() => void rows.set(key, new ConcurrencyLimit({ key, slots, updatedAt: new Date() })))
       }),
     removeLimit: (key) => Effect.sync(() => rows.delete(key)),
+    // code-unit order, like PostgreSQL's COLLATE "C" for the keys people use
     list: Effect.sync(() => [...rows.values()].sort((a, b) => (a.key < b.key ? -1 : 1))),
     get: (key) => Effect.sync(() => Option.fromNullable(rows.get(key)))
   }
@@ -81,19 +87,23 @@ export const makePg = Effect.gen(function* () {
           )
       }),
     removeLimit: (key) =>
-      sql`DELETE FROM warp_concurrency_limits WHERE key = ${key} RETURNING key`.pipe(
-        Effect.map((rows) => rows.length > 0),
-        Effect.mapError(fail("removeLimit"))
-      ),
-    list: sql`SELECT key, slots, updated_at FROM warp_concurrency_limits ORDER BY key`.pipe(
+      hasNul(key)
+        ? Effect.succeed(false)
+        : sql`DELETE FROM warp_concurrency_limits WHERE key = ${key} RETURNING key`.pipe(
+            Effect.map((rows) => rows.length > 0),
+            Effect.mapError(fail("removeLimit"))
+          ),
+    list: sql`SELECT key, slots, updated_at FROM warp_concurrency_limits ORDER BY key COLLATE "C"`.pipe(
       Effect.map((rows) => rows.map(toLimit)),
       Effect.mapError(fail("list"))
     ),
     get: (key) =>
-      sql`SELECT key, slots, updated_at FROM warp_concurrency_limits WHERE key = ${key}`.pipe(
-        Effect.map((rows) => Option.map(Option.fromNullable(rows[0]), toLimit)),
-        Effect.mapError(fail("get"))
-      )
+      hasNul(key)
+        ? Effect.succeed(Option.none())
+        : sql`SELECT key, slots, updated_at FROM warp_concurrency_limits WHERE key = ${key}`.pipe(
+            Effect.map((rows) => Option.map(Option.fromNullable(rows[0]), toLimit)),
+            Effect.mapError(fail("get"))
+          )
   }
   return service
 })
