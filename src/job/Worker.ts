@@ -15,6 +15,7 @@ import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
+import * as FiberRef from "effect/FiberRef"
 import * as Layer from "effect/Layer"
 import * as Metric from "effect/Metric"
 import * as Option from "effect/Option"
@@ -51,6 +52,23 @@ export interface WorkerOptions {
   /** This worker's id in claims and audit entries (default random). */
   readonly workerId?: string
 }
+
+/**
+ * The Wait-mode concurrency keys that the fetching worker fiber found full moments ago. A store may
+ * leave due rows whose concurrency key (stamped, or set at enqueue) is listed to other fibers
+ * (`JobStorePg` does), so a fiber does not keep claiming jobs it can only requeue. It is a hint: with a
+ * store that ignores it, the worker backs off one poll interval before it re-runs such a job.
+ */
+export const contendedKeys: FiberRef.FiberRef<ReadonlyArray<string>> = FiberRef.unsafeMake<ReadonlyArray<string>>([])
+
+/** The concurrency key a row carries in its metadata (stamped, or set at enqueue), if any. */
+const rowConcurrencyKey = (job: Job): string | undefined => {
+  const key = (job.metadata as any)?.policies?.concurrency?.value?.key
+  return typeof key === "string" ? key : undefined
+}
+
+/** At most this many contended keys are sent with one fetch (the most recent ones). */
+const MAX_CONTENDED_KEYS = 64
 
 /** The core behaviors, inside every addon: retry outside timeout. */
 export const coreBehaviors: ReadonlyArray<Behavior> = [RetryBehavior.behavior, TimeoutBehavior.behavior]
@@ -167,14 +185,15 @@ export const make = (options: WorkerOptions = {}): Effect.Effect<WorkerHandle, n
       })
     }
 
-    const runAttempt = (job: Job): Effect.Effect<Outcome | undefined> =>
+    /** Runs one attempt; says its outcome and, for a Wait-mode concurrency policy, its key. */
+    const runAttempt = (job: Job): Effect.Effect<{ readonly outcome: Outcome; readonly waitKey: string | undefined } | undefined> =>
       Effect.gen(function* () {
         const now = new Date(yield* Clock.currentTimeMillis)
         const prepared = prepare(job, now)
         if (Either.isLeft(prepared)) {
           const failed = Outcome.Failed({ error: prepared.left })
           yield* finalize(job, failed, job.metadata)
-          return failed
+          return { outcome: failed, waitKey: undefined }
         }
         const { attempt, metadata } = prepared.right
         const h = attempt.registered.handler
@@ -183,7 +202,8 @@ export const make = (options: WorkerOptions = {}): Effect.Effect<WorkerHandle, n
           Effect.catchAllDefect((d) => Effect.succeed(Outcome.Failed({ error: `Defect in pipeline: ${String(d)}` })))
         )
         yield* finalize(job, outcome, metadata)
-        return outcome
+        const policy = attempt.policies.concurrency
+        return { outcome, waitKey: h._tag !== "SagaHandler" && policy?.mode === "Wait" ? policy.key : undefined }
       }).pipe(
         Effect.onInterrupt(() =>
           finalize(job, Outcome.Requeued({ reason: `Attempt interrupted (worker ${workerId} shutting down)` }), job.metadata)
@@ -193,22 +213,51 @@ export const make = (options: WorkerOptions = {}): Effect.Effect<WorkerHandle, n
 
     const fetchOne = store.fetch(workerId, 1, lease).pipe(Effect.retry(storeRetry), Effect.orDie)
 
+    const idle = Effect.raceFirst(Effect.sleep(pollInterval), Deferred.await(stopping))
+    const firstSkipMs = Math.max(1, Duration.toMillis(pollInterval))
+    const maxSkipMs = firstSkipMs * 16
+
     const loop: Effect.Effect<void> = Effect.gen(function* () {
+      // Per fiber: Wait-mode keys this fiber found full, skipped at fetch until `until`; the skip
+      // doubles while the key stays full for this fiber and ends once it gets a slot of it. Other
+      // fibers (the holder first of all) keep running the key's jobs.
+      const skipping = new Map<string, { until: number; ms: number }>()
       while (!(yield* Deferred.isDone(stopping))) {
-        const jobs = yield* fetchOne
+        const now = yield* Clock.currentTimeMillis
+        const contended: Array<string> = []
+        for (const [key, s] of skipping) {
+          if (s.until > now) contended.push(key)
+          else if (now - s.until > maxSkipMs) skipping.delete(key)
+        }
+        const jobs = yield* Effect.locally(fetchOne, contendedKeys, contended.slice(-MAX_CONTENDED_KEYS))
         if (jobs.length === 0) {
-          yield* Effect.raceFirst(Effect.sleep(pollInterval), Deferred.await(stopping))
+          yield* idle
           continue
         }
-        let contended = false
+        let contendedUnknown = false
         for (const job of jobs) {
+          // the store ignored the hint: do not spin on a key this fiber just found full
+          const rowKey = rowConcurrencyKey(job)
+          if (rowKey !== undefined && (skipping.get(rowKey)?.until ?? 0) > (yield* Clock.currentTimeMillis)) yield* idle
           inFlight.add(job.id)
-          const outcome = yield* runAttempt(job)
-          if (outcome?._tag === "Requeued" && outcome.at === undefined) contended = true
+          const result = yield* runAttempt(job)
+          if (result === undefined) continue
+          const { outcome, waitKey } = result
+          if (outcome._tag === "Requeued" && outcome.at === undefined) {
+            if (waitKey === undefined) {
+              contendedUnknown = true
+            } else {
+              const ms = Math.min(maxSkipMs, (skipping.get(waitKey)?.ms ?? firstSkipMs / 2) * 2)
+              skipping.delete(waitKey)
+              skipping.set(waitKey, { until: (yield* Clock.currentTimeMillis) + ms, ms })
+            }
+          } else if (waitKey !== undefined) {
+            skipping.delete(waitKey)
+          }
         }
-        // An immediate requeue (e.g. a full Wait-mode key) is due again at once: back off one poll
-        // interval so this fiber does not spin on it.
-        if (contended) yield* Effect.raceFirst(Effect.sleep(pollInterval), Deferred.await(stopping))
+        // An immediate requeue for another reason is due again at once: back off one poll interval
+        // so this fiber does not spin on it.
+        if (contendedUnknown) yield* idle
       }
     })
 

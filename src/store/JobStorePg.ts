@@ -8,11 +8,13 @@
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as FiberRef from "effect/FiberRef"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import { Job, type JobLog } from "../job/Job.js"
 import type { JobState } from "../job/JobState.js"
 import { counterOf, logOf, stateOf } from "../job/Outcome.js"
+import { contendedKeys } from "../job/Worker.js"
 import { counterKeys, emptyCounts, JobStore, type JobStoreService } from "./JobStore.js"
 import * as Migrations from "./Migrations.js"
 import { StoreError } from "./StoreError.js"
@@ -60,14 +62,31 @@ export const make = Effect.gen(function* () {
           ),
 
     fetch: (workerId, limit, lease) =>
-      sql`
-        WITH c AS (
+      Effect.flatMap(FiberRef.get(contendedKeys), (contended) => {
+        // Rows whose concurrency key the calling fiber just found full are left to other fibers.
+        const skip =
+          contended.length === 0
+            ? sql`TRUE`
+            : sql`coalesce((metadata #>> '{policies,concurrency,value,key}') <> ALL(ARRAY(SELECT jsonb_array_elements_text(${JSON.stringify(
+                contended
+              )}::jsonb))), TRUE)`
+        // Two index-ordered branches (expired leases, then due rows) instead of one OR: each walks its
+        // partial index and stops at `limit`, where the OR had to scan and sort the whole table.
+        return sql`
+        WITH expired AS (
           SELECT id, state AS prev_state FROM warp_jobs
-          WHERE (state IN ('Enqueued', 'Scheduled') AND schedule_time <= now())
-             OR (state = 'Processing' AND lease_until < now())
-          ORDER BY schedule_time, id
+          WHERE state = 'Processing' AND lease_until < now()
+          ORDER BY lease_until
           LIMIT ${limit}
           FOR UPDATE SKIP LOCKED
+        ), due AS (
+          SELECT id, state AS prev_state FROM warp_jobs
+          WHERE state IN ('Scheduled', 'Enqueued') AND schedule_time <= now() AND ${skip}
+          ORDER BY schedule_time
+          LIMIT ${limit}
+          FOR UPDATE SKIP LOCKED
+        ), c AS (
+          (SELECT * FROM expired) UNION ALL (SELECT * FROM due) LIMIT ${limit}
         ), u AS (
           UPDATE warp_jobs j
           SET state = 'Processing', attempt = j.attempt + 1, locked_by = ${workerId},
@@ -82,7 +101,8 @@ export const make = Effect.gen(function* () {
                       ELSE 'Attempt ' || attempt || ' claimed by ' || locked_by END
           FROM u
         )
-        SELECT * FROM u ORDER BY schedule_time, id`.pipe(
+        SELECT * FROM u ORDER BY schedule_time, id`
+      }).pipe(
         Effect.map((rows) => rows.map(rowToJob)),
         Effect.mapError(fail("fetch"))
       ),
