@@ -97,9 +97,12 @@ describe("circuit-breaker state", () => {
   it.live("PostgreSQL: of many workers asking at once when the cool-down ends, exactly one probes", () =>
     Effect.gen(function* () {
       const state = yield* CircuitBreakerState.makePg
-      const p = new CircuitBreakerPolicy({ group: "api", threshold: 1, cooldownMs: 100 })
+      const sql = yield* SqlClient.SqlClient
+      // open every pool connection first, so the burst below is not spread out by connecting
+      yield* Effect.all(Array.from({ length: 16 }, () => sql`SELECT pg_sleep(0.02)`), { concurrency: "unbounded" })
+      const p = new CircuitBreakerPolicy({ group: "api", threshold: 1, cooldownMs: 500 })
       yield* state.record(p, "x", "failure", false)
-      yield* Effect.sleep(130)
+      yield* Effect.sleep(530)
       const answers = yield* Effect.all(Array.from({ length: 16 }, (_, i) => state.admit(p, `job-${i}`)), { concurrency: "unbounded" })
       expect(answers.filter((a) => a._tag === "Probe").length).toBe(1)
       expect(answers.filter((a) => a._tag === "Probing").length).toBe(15)
@@ -152,7 +155,8 @@ for (const [name, infra] of setups) {
               // open: later jobs are requeued to the end of the cool-down without running
               const [a, b] = [yield* p.enqueue(Charge, { i: 2 }), yield* p.enqueue(Charge, { i: 3 })]
               for (const id of [a, b]) {
-                const d = yield* until(id, (d) => d.logs.some((l) => l.kind === "Requeued"))
+                // (the row is read before its logs: wait for the row itself to show the requeue)
+                const d = yield* until(id, (d) => d.job.state === "Scheduled")
                 const l = d.logs.find((l) => l.kind === "Requeued")!
                 expect(l.message).toBe(openText("payments", s.openedUntil!))
                 expect(d.job.scheduleTime.getTime()).toBeGreaterThanOrEqual(s.openedUntil!.getTime())
