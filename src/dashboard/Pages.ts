@@ -5,8 +5,7 @@
  * @since 0.1.0
  */
 import type { ConcurrencyLimit } from "../concurrency/ConcurrencyLimitManager.js"
-import type { JobDetail } from "../job/Job.js"
-import type { Job } from "../job/Job.js"
+import type { Job, JobDetail } from "../job/Job.js"
 import { JobState } from "../job/JobState.js"
 import * as JobMetadata from "../policy/JobMetadata.js"
 import { familyNames } from "../policy/PolicyFamily.js"

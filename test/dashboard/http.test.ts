@@ -5,12 +5,14 @@
  */
 import * as HttpServer from "@effect/platform/HttpServer"
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
+import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as ManagedRuntime from "effect/ManagedRuntime"
 import { createServer } from "node:http"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import * as Csrf from "../../src/dashboard/Csrf.js"
+import { StoreError } from "../../src/store/StoreError.js"
 import * as F from "./fixture.js"
 import * as ReadmeExample from "./readmeExample.js"
 
@@ -335,6 +337,34 @@ describe("mounted inside an existing Effect HTTP app (README example)", () => {
       await app.run(Effect.flatMap(F.ConcurrencyLimitManager, (m) => m.removeLimit("mounted")))
     } finally {
       await runtime.dispose()
+    }
+  })
+})
+
+describe("store failures", () => {
+  it("render a 500 page naming the error type, without the cause", async () => {
+    const down = Effect.fail(new StoreError({ operation: "list", cause: new Error("password=hunter2 connection refused") }))
+    const store = F.JobStoreTag.of({
+      insert: () => down,
+      fetch: () => down,
+      finalize: () => down,
+      heartbeat: () => down,
+      get: () => down,
+      list: () => down,
+      countByState: down,
+      counters: down
+    })
+    const broken = await F.serve({ context: Context.make(F.JobStoreTag, store) } as F.App<F.Env>)
+    try {
+      for (const path of ["/jobs", "/jobs/x", "/counters"]) {
+        const response = await get(`${broken.url}${path}`)
+        expect(response.status, path).toBe(500)
+        const body = await response.text()
+        expect(body, path).toContain("The dashboard could not read its data (StoreError)")
+        expect(body, path).not.toContain("hunter2")
+      }
+    } finally {
+      await broken.close()
     }
   })
 })
