@@ -32,6 +32,7 @@ import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
+import * as Queue from "effect/Queue"
 import * as Scope from "effect/Scope"
 import { guardKey, lockId } from "./lockId.js"
 import {
@@ -80,6 +81,16 @@ const UNLOCK_ALL = "SELECT pg_advisory_unlock_all()"
 
 /** The guard key of `name`, in the two-int advisory key space (exported for tests). */
 export const guardOf = (name: string): readonly [number, number] => guardKey(`warp:semaphore-guard:${name}`)
+
+/**
+ * A FIFO mutex that wakes one waiter per release (`Effect.Semaphore` wakes every waiter, which
+ * is quadratic with hundreds of fibers queued on one connection).
+ */
+const makeMutex = Effect.map(Queue.unbounded<void>(), (token) => {
+  token.unsafeOffer(undefined)
+  return <A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+    Effect.acquireUseRelease(Queue.take(token), () => self, () => Queue.offer(token, undefined))
+})
 
 /** Slot lock ids per name, computed once (a SHA-256 per slot adds up at large limits); bounded. */
 const idCache = new Map<string, Array<string>>()
@@ -217,14 +228,13 @@ export const make = (options: PgProviderOptions = {}): Effect.Effect<SemaphorePr
       })
 
     /** Multiplexed: K long-lived connections, each with its own mutex (the in-process gate). */
-    const entries = Array.from({ length: connections ?? 0 }, () => ({
-      mutex: Effect.unsafeMakeSemaphore(1),
-      lane: undefined as Lane | undefined
-    }))
+    const entries = yield* Effect.forEach(Array.from({ length: connections ?? 0 }), () =>
+      Effect.map(makeMutex, (mutex) => ({ mutex, lane: undefined as Lane | undefined }))
+    )
     let next = 0
     const attemptShared = (name: string, ids: ReadonlyArray<string>): Effect.Effect<Option.Option<Held>, SemaphoreError> => {
       const entry = entries[next++ % entries.length]!
-      return entry.mutex.withPermits(1)(
+      return entry.mutex(
         Effect.gen(function* () {
           let lane = entry.lane
           if (lane === undefined || lane.dead) {
@@ -238,7 +248,7 @@ export const make = (options: PgProviderOptions = {}): Effect.Effect<SemaphorePr
             taken,
             (index): Held => ({
               slot: { name, index, lost: Deferred.await(current.lost) },
-              release: entry.mutex.withPermits(1)(unlock(current, name, ids[index]!))
+              release: entry.mutex(unlock(current, name, ids[index]!))
             })
           )
         })
@@ -249,7 +259,7 @@ export const make = (options: PgProviderOptions = {}): Effect.Effect<SemaphorePr
       Effect.forEach(
         entries,
         (entry) =>
-          entry.mutex.withPermits(1)(
+          entry.mutex(
             Effect.suspend(() => {
               const lane = entry.lane
               entry.lane = undefined
