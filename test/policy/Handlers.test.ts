@@ -7,7 +7,7 @@ import * as Handler from "../../src/job/Handler.js"
 import * as Publisher from "../../src/job/Publisher.js"
 import { Retry } from "../../src/policy/Policies.js"
 import { HolderCounter } from "../support/holders.js"
-import { backends, deploy, metadataOf, until, withWorker } from "./env.js"
+import { backends, deploy, meeting, metadataOf, pair, until, withWorker } from "./env.js"
 
 const P = Schema.Struct({ n: Schema.Number })
 const encoded = <A>(d: { readonly value: A }) => d.value
@@ -17,12 +17,14 @@ for (const [name, infra] of backends) {
     it.live("children that declare nothing contend on the contract's key; a handler's own policy governs its child only", () => {
       const Evt = Contract.message("Evt", P, { policy: [Mutex("evt", { mode: "Wait" })] })
       const holders = new HolderCounter()
-      const body = (key: string) => () => holders.hold("all", holders.hold(key, Effect.sleep("15 millis")))
+      // the first 'own' child and the first contract-key child wait (bounded) to be running together
+      const together = pair()
+      const body = (key: string, meet: Effect.Effect<void>) => () => holders.hold("all", holders.hold(key, Effect.zipRight(meet, Effect.sleep("15 millis"))))
       const handlers = [
-        Handler.message(Evt, "a", body("evt")),
-        Handler.message(Evt, "b", body("evt")),
-        Handler.message(Evt, "c", body("evt")),
-        Handler.message(Evt, "own", body("own"), { policy: [Semaphore("own", 2)] })
+        Handler.message(Evt, "a", body("evt", together.left)),
+        Handler.message(Evt, "b", body("evt", together.left)),
+        Handler.message(Evt, "c", body("evt", together.left)),
+        Handler.message(Evt, "own", body("own", together.right), { policy: [Semaphore("own", 2)] })
       ]
       return Effect.gen(function* () {
         const p = yield* Publisher.Publisher
@@ -54,7 +56,15 @@ describe("handler declarations", () => {
     const Base = Contract.job("Base", P)
     const Other = Contract.job("Other", P)
     const holders = new HolderCounter()
-    const body = (key: string) => ({ n }: { n: number }) => holders.hold(key, Effect.sleep("15 millis")).pipe(Effect.zipRight(n < 0 ? Effect.fail("negative") : Effect.void))
+    // jobs 1 and 2 of a handler wait (bounded) to be running together; a serialized handler cannot, and shows 1
+    const meetings = new Map<string, ReturnType<typeof meeting>>()
+    const meet = (key: string, n: number) => {
+      if (n > 2) return Effect.void
+      if (!meetings.has(key)) meetings.set(key, meeting(2, key === "base" ? "100 millis" : "5 seconds"))
+      return meetings.get(key)!.arrive
+    }
+    const body = (key: string) => ({ n }: { n: number }) =>
+      holders.hold(key, Effect.zipRight(meet(key, n), Effect.sleep("15 millis"))).pipe(Effect.zipRight(n < 0 ? Effect.fail("negative") : Effect.void))
     const base = Handler.job(Base, body("base"), { policy: [Mutex("base-key", { mode: "Wait" }), Retry(3, { initialDelay: "1 millis" })] })
     // same contract, new body: built from `base`, declaring nothing
     const derivedPlain = Handler.derive(base, body("derived"))

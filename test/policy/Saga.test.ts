@@ -7,7 +7,7 @@ import * as Publisher from "../../src/job/Publisher.js"
 import * as Saga from "../../src/job/Saga.js"
 import { CircuitBreaker, RateLimit, Retry, Timeout } from "../../src/policy/Policies.js"
 import { HolderCounter } from "../support/holders.js"
-import { backends, deploy, until, withWorker } from "./env.js"
+import { backends, deploy, pair, until, withWorker } from "./env.js"
 
 const Step = Schema.Struct({ order: Schema.String, n: Schema.Number, action: Schema.Literal("ok", "fail", "reschedule") })
 
@@ -19,10 +19,13 @@ for (const [name, infra] of backends) {
         policy: [Mutex("orders", { mode: "Skip" }), Retry(3), Timeout("40 millis"), RateLimit("orders", 1, "1 minute"), CircuitBreaker("orders", 1, "1 minute")]
       })
       const holders = new HolderCounter()
+      // the first steps of orders A and B wait (bounded) to be running together
+      const together = pair()
+      const meet = (order: string, n: number) => (n !== 1 ? Effect.void : order === "A" ? together.left : order === "B" ? together.right : Effect.void)
       const saga = Saga.saga(Order, {
         correlate: ({ order }) => order,
-        run: ({ action, order }, a) =>
-          holders.hold("all", holders.hold(order, Effect.sleep("80 millis"))).pipe(
+        run: ({ action, n, order }, a) =>
+          holders.hold("all", holders.hold(order, Effect.zipRight(meet(order, n), Effect.sleep("80 millis")))).pipe(
             Effect.zipRight(
               Effect.suspend((): Effect.Effect<Saga.SagaStep, string> =>
                 action === "fail"

@@ -1,4 +1,5 @@
 import type * as SqlClient from "@effect/sql/SqlClient"
+import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
@@ -95,3 +96,26 @@ export const until = (id: string, predicate: (d: import("../../src/job/Job.js").
       yield* Effect.sleep("5 millis")
     }
   })
+
+/**
+ * A meeting point for `parties` fibers: each `arrive` waits until all have arrived (or `timeout`).
+ * Used to make "these ran side by side" deterministic instead of a matter of scheduling luck.
+ */
+export const meeting = (parties: number, timeout: import("effect/Duration").DurationInput = "5 seconds") => {
+  let arrived = 0
+  const all = Effect.runSync(Deferred.make<void>())
+  return {
+    arrive: Effect.suspend(() => {
+      arrived++
+      return arrived >= parties ? Deferred.succeed(all, undefined) : Effect.void
+    }).pipe(Effect.zipRight(Deferred.await(all).pipe(Effect.timeout(timeout), Effect.ignore)))
+  }
+}
+
+/** Two sides that each signal their arrival and wait (bounded) for the other's. */
+export const pair = (timeout: import("effect/Duration").DurationInput = "5 seconds") => {
+  const [l, r] = [Effect.runSync(Deferred.make<void>()), Effect.runSync(Deferred.make<void>())]
+  const side = (mine: Deferred.Deferred<void>, other: Deferred.Deferred<void>) =>
+    Deferred.succeed(mine, undefined).pipe(Effect.zipRight(Deferred.await(other).pipe(Effect.timeout(timeout), Effect.ignore)))
+  return { left: side(l, r), right: side(r, l) }
+}
