@@ -4,6 +4,7 @@
  * fibers each, enqueues three concurrency workloads and prints live progress, then a summary per key:
  * the most handlers ever running at once (never above the limit), skipped and requeued counts.
  */
+import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import * as Console from "effect/Console"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -14,6 +15,7 @@ import pg from "pg"
 import {
   Concurrency,
   Contract,
+  Dashboard,
   Database,
   Handler,
   JobMetadata,
@@ -96,7 +98,11 @@ const database = Effect.acquireRelease(
 
 const pad = (s: string | number, n: number) => String(s).padEnd(n)
 
+const serveAfter = process.argv.includes("--serve")
+
 const program = Effect.gen(function* () {
+  const url = yield* Dashboard.url
+  yield* Console.log(`dashboard: ${url}/jobs  (concurrency limits: ${url}/concurrency)${serveAfter ? "" : "  — add --serve to keep it up after the demo"}`)
   const publisher = yield* Publisher.Publisher
   const store = yield* JobStore.JobStore
   const t0 = Date.now()
@@ -154,11 +160,20 @@ const program = Effect.gen(function* () {
   }
   yield* Console.log(`\n${ok ? "OK: no key ever ran more handlers than its limit" : "VIOLATION: a key exceeded its limit"} (${((Date.now() - t0) / 1000).toFixed(1)} s)`)
   if (!ok || counts.Failed > 0) return yield* Effect.fail(new Error("demo found a problem"))
+  if (serveAfter) {
+    yield* Console.log(`\nserving the dashboard at ${url}/jobs — Ctrl-C to stop`)
+    return yield* Effect.never
+  }
 })
+
+/** The dashboard on PORT (default 8080; any free port if that one is taken). Writes allowed: it listens on loopback only. */
+const dashboard = Layer.catchAll(Dashboard.layer({ port: Number(process.env.PORT ?? 8080), authorize: Dashboard.allowWrites }), () =>
+  Dashboard.layer({ port: 0, authorize: Dashboard.allowWrites })
+)
 
 const registry = Registry.layer({ handlers })
 
-const memoryEnv = Publisher.layer.pipe(
+const memoryEnv = Layer.provideMerge(dashboard, Publisher.layer).pipe(
   Layer.provideMerge(registry),
   Layer.provideMerge(Concurrency.layerMemoryLimits),
   Layer.provideMerge(SemaphoreProviderMemory.layer),
@@ -166,7 +181,7 @@ const memoryEnv = Publisher.layer.pipe(
 )
 
 const pgEnv = (url: string) =>
-  Publisher.layer.pipe(
+  Layer.provideMerge(dashboard, Publisher.layer).pipe(
     Layer.provideMerge(registry),
     Layer.provideMerge(Concurrency.layer),
     Layer.provideMerge(SemaphoreProviderPg.layer()),
@@ -178,10 +193,6 @@ const main = useMemory
   ? program.pipe(Effect.provide(memoryEnv))
   : Effect.scoped(Effect.flatMap(database, (db) => program.pipe(Effect.provide(pgEnv(db.url)))))
 
-Effect.runPromise(main).then(
-  () => process.exit(0),
-  (e) => {
-    console.error(e)
-    process.exit(1)
-  }
-)
+// runMain interrupts the program on SIGINT / SIGTERM, so finalizers stop the workers, the dashboard
+// and the embedded PostgreSQL server; it exits non-zero if the demo failed.
+NodeRuntime.runMain(main)

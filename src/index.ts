@@ -68,3 +68,5 @@ export * as Migrations from "./store/Migrations.js"
 export { StoreError } from "./store/StoreError.js"
 /** The PostgreSQL connection Layer with a clear error when unreachable. */
 export * as Database from "./store/Database.js"
+/** The web dashboard: an HttpRouter to mount, or a Layer that serves it. */
+export * as Dashboard from "./dashboard/Dashboard.js"

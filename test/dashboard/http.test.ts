@@ -14,7 +14,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import * as Csrf from "../../src/dashboard/Csrf.js"
 import { StoreError } from "../../src/store/StoreError.js"
 import * as F from "./fixture.js"
-import * as ReadmeExample from "./readmeExample.js"
+import * as ReadmeExample from "../../examples/readme/dashboard.js"
 
 const secret = "dashboard-test-secret"
 const adminHeader = { "x-test-admin": "yes" }
