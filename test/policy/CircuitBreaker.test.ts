@@ -91,7 +91,7 @@ describe("circuit-breaker state", () => {
   it.live("PostgreSQL: the same machine, on the database clock", () =>
     Effect.gen(function* () {
       const state = yield* CircuitBreakerState.makePg
-      yield* stateMachine(state, (ms) => Effect.sleep(ms + 20), 300)
+      yield* stateMachine(state, (ms) => Effect.sleep(ms + 20), 600)
     }).pipe(Effect.provide(JobStorePg.layer.pipe(Layer.provideMerge(freshPgLayer(5))))))
 
   it.live("PostgreSQL: of many workers asking at once when the cool-down ends, exactly one probes", () =>
@@ -124,7 +124,7 @@ for (const [name, infra] of setups) {
   describe(`circuit-breaker addon on ${name}`, () => {
     it.live("failures (retried ones included) open the group's breaker for every worker; the probe closes it", () => {
       const Charge = Contract.job("Charge", Schema.Struct({ i: Schema.Number }), {
-        policy: [CircuitBreaker("payments", 2, "400 millis"), Retry(2, { initialDelay: "10 millis" })]
+        policy: [CircuitBreaker("payments", 2, "1 second"), Retry(2, { initialDelay: "10 millis" })]
       })
       let down = true
       const runs: Array<number> = []

@@ -77,7 +77,7 @@ for (const [name, infra] of backends) {
 
     it.live("a retried job keeps its stamped retry policy across a redeploy that declares another", () =>
       Effect.gen(function* () {
-        const v1 = Contract.job("Flaky", P, { policy: [Retry(3, { initialDelay: "400 millis", factor: 1 })] })
+        const v1 = Contract.job("Flaky", P, { policy: [Retry(3, { initialDelay: "800 millis", factor: 1 })] })
         const v1Handler = Handler.job(v1, () => Effect.fail("v1 says no"), { policy: [Mutex("v1-key", { mode: "Wait" })] })
         const id = yield* Effect.gen(function* () {
           const id = yield* (yield* Publisher.Publisher).enqueue(v1, { n: 1 })
@@ -86,7 +86,7 @@ for (const [name, infra] of backends) {
         }).pipe(Effect.provide(deploy({ handlers: [v1Handler] })))
         const stamped = yield* metadataOf(id)
         expect(stamped.policies).toEqual({
-          retry: { source: "contract", value: encoded(Retry(3, { initialDelay: "400 millis", factor: 1 })) },
+          retry: { source: "contract", value: encoded(Retry(3, { initialDelay: "800 millis", factor: 1 })) },
           concurrency: { source: "handler", value: encoded(Mutex("v1-key", { mode: "Wait" })) }
         })
 
@@ -104,8 +104,8 @@ for (const [name, infra] of backends) {
         expect(attempts).toEqual([2, 3])
         expect(d.job.attempt).toBe(3)
         expect(d.logs.filter((l) => l.kind === "Requeued").map((l) => l.message.split(" after")[0])).toEqual([
-          "Retry 2/3 in 400ms",
-          "Retry 3/3 in 400ms"
+          "Retry 2/3 in 800ms",
+          "Retry 3/3 in 800ms"
         ])
         expect(yield* metadataOf(id)).toEqual(stamped)
       }).pipe(Effect.provide(infra())))
@@ -165,11 +165,11 @@ for (const [name, infra] of backends) {
           const id = yield* (yield* Publisher.Publisher).enqueue(G, { n: 1 })
           yield* withWorker(until(id, (d) => d.logs.some((l) => l.kind === "Requeued")))
           return id
-        }).pipe(Effect.provide(deploy({ handlers: [handler], globals: [Retry(2, { initialDelay: "400 millis" })] })))
+        }).pipe(Effect.provide(deploy({ handlers: [handler], globals: [Retry(2, { initialDelay: "800 millis" })] })))
         const first = yield* metadataOf(id)
         expect(first.stampedAt).toBeDefined()
         expect(first.policies).toEqual({})
-        expect((yield* until(id, () => true)).logs.find((l) => l.kind === "Requeued")!.message).toMatch(/^Retry 2\/2 in 400ms after: .*always/)
+        expect((yield* until(id, () => true)).logs.find((l) => l.kind === "Requeued")!.message).toMatch(/^Retry 2\/2 in 800ms after: .*always/)
 
         // the operator raises the global default; the row carries no retry entry, so the new one applies
         yield* withWorker(until(id, (d) => d.job.state === "Failed")).pipe(
