@@ -92,17 +92,32 @@ const makeMutex = Effect.map(Queue.unbounded<void>(), (token) => {
     Effect.acquireUseRelease(Queue.take(token), () => self, () => Queue.offer(token, undefined))
 })
 
-/** Slot lock ids per name, computed once (a SHA-256 per slot adds up at large limits); bounded. */
-const idCache = new Map<string, Array<string>>()
+/**
+ * Slot lock ids per name, computed once (a SHA-256 per slot adds up at large limits); bounded.
+ * Cached arrays are never mutated: a larger limit replaces the entry with a longer copy.
+ */
+const idCache = new Map<string, ReadonlyArray<string>>()
 const slotIds = (name: string, limit: number): ReadonlyArray<string> => {
-  let ids = idCache.get(name)
-  if (ids === undefined) {
-    if (idCache.size >= 4096) idCache.clear()
-    ids = []
-    idCache.set(name, ids)
-  }
+  const cached = idCache.get(name) ?? []
+  if (cached.length >= limit) return cached.length === limit ? cached : cached.slice(0, limit)
+  const ids = cached.slice()
   while (ids.length < limit) ids.push(lockId(slotName(name, ids.length)))
-  return ids.length === limit ? ids : ids.slice(0, limit)
+  if (idCache.size >= 4096) idCache.clear()
+  idCache.set(name, ids)
+  return ids
+}
+
+/** The array literal of all slot ids of `name` at one limit, cached like the ids. */
+const literalCache = new Map<string, string>()
+const arrayLiteral = (name: string, ids: ReadonlyArray<string>): string => {
+  const key = `${ids.length}:${name}`
+  let literal = literalCache.get(key)
+  if (literal === undefined) {
+    if (literalCache.size >= 4096) literalCache.clear()
+    literal = `{${ids.join(",")}}`
+    literalCache.set(key, literal)
+  }
+  return literal
 }
 
 /** A connection holding slots: its own for one slot by default, shared when multiplexing. */
@@ -183,7 +198,7 @@ export const make = (options: PgProviderOptions = {}): Effect.Effect<SemaphorePr
       for (let i = 0; i < ids.length; i++) if (!lane.held.has(ids[i]!)) free.push(i)
       if (free.length === 0) return Effect.succeed(Option.none())
       const [g1, g2] = guardOf(name)
-      const candidates = `{${free.map((i) => ids[i]).join(",")}}`
+      const candidates = free.length === ids.length ? arrayLiteral(name, ids) : `{${free.map((i) => ids[i]).join(",")}}`
       return query(lane, SCAN, [candidates, randomOffset(free.length), free.length, g1, g2]).pipe(
         Effect.tapError(() => kill(lane)),
         Effect.mapError(fail(name, "advisory lock scan failed")),
