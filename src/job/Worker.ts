@@ -25,6 +25,7 @@ import type * as Scope from "effect/Scope"
 import * as Schedule from "effect/Schedule"
 import * as Stream from "effect/Stream"
 import * as JobMetadata from "../policy/JobMetadata.js"
+import type { ConcurrencyPolicy } from "../policy/PolicyValues.js"
 import { GlobalPolicies } from "../policy/GlobalPolicies.js"
 import * as PolicyResolution from "../policy/PolicyResolution.js"
 import * as RetryBehavior from "../policy/RetryBehavior.js"
@@ -35,7 +36,7 @@ import { JobStore } from "../store/JobStore.js"
 import { type Attempt, CurrentAttempt } from "./Attempt.js"
 import type { Job } from "./Job.js"
 import { Outcome } from "./Outcome.js"
-import { addonSlots, type Behavior, compose } from "./Pipeline.js"
+import { addonSlots, type Behavior, compose, ConcurrencyAddon } from "./Pipeline.js"
 import { Registry } from "./Registry.js"
 import * as Saga from "./Saga.js"
 
@@ -51,24 +52,51 @@ export interface WorkerOptions {
   readonly gracePeriod?: Duration.DurationInput
   /** This worker's id in claims and audit entries (default random). */
   readonly workerId?: string
+  /**
+   * Slot reuse for Wait-mode concurrency keys (default on: 64 jobs, 250 ms). A fiber holding a slot
+   * of key k finalizes its job, then claims the next due job whose policy is the same key, limit and
+   * mode and runs it under the same slot, until none is due or either bound is reached; then it
+   * releases the slot. The limit still caps running jobs (a slot runs one job at a time); what is
+   * saved is the gate's round trips per job and the requeues of jobs that would find k full. An
+   * admin limit change applies at the next release. `false` turns it off.
+   */
+  readonly slotReuse?: false | { readonly maxJobs?: number; readonly maxDuration?: Duration.DurationInput }
 }
 
 /**
- * The Wait-mode concurrency keys that the fetching worker fiber found full moments ago. A store may
- * leave due rows whose concurrency key (stamped, or set at enqueue) is listed to other fibers
- * (`JobStorePg` does), so a fiber does not keep claiming jobs it can only requeue. It is a hint: with a
- * store that ignores it, the worker backs off one poll interval before it re-runs such a job.
+ * Hints the worker gives the store for one fetch, through {@link fetchHint}. A store may honour them
+ * (`JobStorePg` does); one that ignores them stays correct, and the worker copes (see below).
  */
-export const contendedKeys: FiberRef.FiberRef<ReadonlyArray<string>> = FiberRef.unsafeMake<ReadonlyArray<string>>([])
+export interface FetchHint {
+  /**
+   * Wait-mode concurrency keys the fetching fiber found full moments ago: leave due rows whose
+   * concurrency key (stamped, or set at enqueue) is listed to other fibers, so this fiber does not
+   * keep claiming jobs it can only requeue. Ignored: the worker backs off one poll interval before it
+   * re-runs such a job.
+   */
+  readonly contended: ReadonlyArray<string>
+  /**
+   * The fetching fiber holds a slot of this Wait-mode key at this limit: claim only due rows whose
+   * concurrency policy is exactly that, among the first `depth` due rows. Ignored: a row of another
+   * policy is run after the slot is released.
+   */
+  readonly sameSlot?: { readonly key: string; readonly limit: number; readonly depth: number } | undefined
+}
 
-/** The concurrency key a row carries in its metadata (stamped, or set at enqueue), if any. */
-const rowConcurrencyKey = (job: Job): string | undefined => {
-  const key = (job.metadata as any)?.policies?.concurrency?.value?.key
-  return typeof key === "string" ? key : undefined
+/** The fetch hints of the current worker fiber (empty outside a worker). */
+export const fetchHint: FiberRef.FiberRef<FetchHint> = FiberRef.unsafeMake<FetchHint>({ contended: [] })
+
+/** The concurrency policy a row carries in its metadata (stamped, or set at enqueue), if any. */
+const rowConcurrency = (job: Job): { readonly key: string; readonly limit: unknown; readonly mode: unknown } | undefined => {
+  const value = (job.metadata as any)?.policies?.concurrency?.value
+  return typeof value?.key === "string" ? value : undefined
 }
 
 /** At most this many contended keys are sent with one fetch (the most recent ones). */
 const MAX_CONTENDED_KEYS = 64
+
+/** How deep into the due rows a slot holder looks for the next job of its key. */
+const SAME_SLOT_DEPTH = 256
 
 /** The core behaviors, inside every addon: retry outside timeout. */
 export const coreBehaviors: ReadonlyArray<Behavior> = [RetryBehavior.behavior, TimeoutBehavior.behavior]
@@ -98,12 +126,17 @@ export const make = (options: WorkerOptions = {}): Effect.Effect<WorkerHandle, n
       onNone: () => SemaphoreProviderMemory.make,
       onSome: Effect.succeed
     })
+    // The concurrency gate is the outermost behavior (see `addonSlots`); the worker wraps it around the
+    // others itself so that it can reuse a held slot.
+    let gate: Behavior | undefined
     const addons: Array<Behavior> = []
     for (const tag of addonSlots) {
       const provider = yield* Effect.serviceOption(tag)
-      if (Option.isSome(provider)) addons.push(provider.value.behavior)
+      if (Option.isNone(provider)) continue
+      if (tag === ConcurrencyAddon) gate = provider.value.behavior
+      else addons.push(provider.value.behavior)
     }
-    const behaviors = [...addons, ...coreBehaviors]
+    const innerBehaviors = [...addons, ...coreBehaviors]
 
     const workerId = options.workerId ?? `worker-${process.pid}-${Math.random().toString(36).slice(2, 8)}`
     const concurrency = options.concurrency ?? 4
@@ -112,6 +145,13 @@ export const make = (options: WorkerOptions = {}): Effect.Effect<WorkerHandle, n
     const grace = Duration.decode(options.gracePeriod ?? "10 seconds")
     const inFlight = new Set<string>()
     const stopping = yield* Deferred.make<void>()
+    const reuse =
+      options.slotReuse === false
+        ? undefined
+        : {
+            maxJobs: Math.max(1, options.slotReuse?.maxJobs ?? 64),
+            maxMs: Duration.toMillis(Duration.decode(options.slotReuse?.maxDuration ?? "250 millis"))
+          }
 
     const storeRetry = Schedule.exponential("50 millis").pipe(
       Schedule.union(Schedule.spaced("2 seconds")),
@@ -185,33 +225,135 @@ export const make = (options: WorkerOptions = {}): Effect.Effect<WorkerHandle, n
       })
     }
 
-    /** Runs one attempt; says its outcome and, for a Wait-mode concurrency policy, its key. */
-    const runAttempt = (job: Job): Effect.Effect<{ readonly outcome: Outcome; readonly waitKey: string | undefined } | undefined> =>
-      Effect.gen(function* () {
+    /** The interrupted attempt's finalizing write: back to the queue, nothing lost. */
+    const requeueInterrupted = (job: Job) =>
+      finalize(job, Outcome.Requeued({ reason: `Attempt interrupted (worker ${workerId} shutting down)` }), job.metadata)
+
+    const defectToFailed = Effect.catchAllDefect((d: unknown) => Effect.succeed(Outcome.Failed({ error: `Defect in pipeline: ${String(d)}` })))
+
+    /**
+     * Runs `job` under the slot of `policy` this fiber holds, if its resolved policy is exactly
+     * `policy`; otherwise hands it to `later` (run once the slot is released) and says false.
+     */
+    const runUnderSlot = (job: Job, policy: ConcurrencyPolicy, later: Array<Job>): Effect.Effect<boolean> => {
+      let done = false
+      return Effect.gen(function* () {
+        const prepared = prepare(job, new Date(yield* Clock.currentTimeMillis))
+        if (Either.isLeft(prepared)) {
+          yield* Effect.uninterruptible(Effect.tap(finalize(job, Outcome.Failed({ error: prepared.left }), job.metadata), () => (done = true)))
+          return true
+        }
+        const { attempt, metadata } = prepared.right
+        const p = attempt.policies.concurrency
+        if (attempt.registered.handler._tag === "SagaHandler" || p?.key !== policy.key || p.limit !== policy.limit || p.mode !== "Wait") {
+          done = true
+          later.push(job)
+          return false
+        }
+        const outcome = yield* Effect.scoped(compose(innerBehaviors, attempt, runHandler(attempt))).pipe(defectToFailed)
+        yield* Effect.uninterruptible(Effect.tap(finalize(job, outcome, metadata), () => (done = true)))
+        return true
+      }).pipe(
+        Effect.onInterrupt(() => (done ? Effect.void : requeueInterrupted(job))),
+        Effect.ensuring(Effect.sync(() => later.includes(job) || inFlight.delete(job.id)))
+      )
+    }
+
+    /**
+     * While this fiber holds a slot of `policy`: the next due jobs of it, under the same slot. Claims
+     * grow 1, 2, 4 .. 8 rows at a time (the bounds are checked before each claim, so a chain may run
+     * up to 7 jobs past them); rows of another policy run after the release, through the gate, and
+     * claimed rows are handed back to the queue if the fiber is interrupted.
+     */
+    const reuseSlot = (policy: ConcurrencyPolicy, later: Array<Job>): Effect.Effect<void> => {
+      const claimed: Array<Job> = []
+      return Effect.gen(function* () {
+        if (reuse === undefined) return
+        const start = yield* Clock.currentTimeMillis
+        const hint: FetchHint = { contended: [], sameSlot: { key: policy.key, limit: policy.limit, depth: SAME_SLOT_DEPTH } }
+        let batch = 1
+        let ran = 0
+        while (ran < reuse.maxJobs) {
+          const over = () =>
+            Effect.map(
+              Effect.all([Deferred.isDone(stopping), Clock.currentTimeMillis]),
+              ([stop, now]) => stop || now - start >= reuse.maxMs
+            )
+          if (yield* over()) return
+          const jobs = yield* Effect.locally(fetchMany(Math.min(batch, reuse.maxJobs - ran)), fetchHint, hint)
+          if (jobs.length === 0) return
+          for (const job of jobs) inFlight.add(job.id)
+          claimed.push(...jobs)
+          while (claimed.length > 0) {
+            const job = claimed[0]!
+            const row = rowConcurrency(job)
+            // a row of another policy (the store ignored the hint), or the worker stopping: after the release
+            if (row?.key !== policy.key || row.limit !== policy.limit || row.mode !== "Wait" || (yield* Deferred.isDone(stopping))) {
+              later.push(...claimed.splice(0))
+              return
+            }
+            claimed.shift()
+            if (!(yield* runUnderSlot(job, policy, later))) {
+              later.push(...claimed.splice(0))
+              return
+            }
+            ran++
+          }
+          batch = Math.min(8, batch * 2)
+        }
+      }).pipe(
+        Effect.onInterrupt(() =>
+          Effect.forEach(claimed.splice(0), (job) =>
+            finalize(job, Outcome.Requeued({ reason: `Claim released (worker ${workerId} interrupted)` }), job.metadata).pipe(
+              Effect.ensuring(Effect.sync(() => inFlight.delete(job.id)))
+            )
+          )
+        )
+      )
+    }
+
+    /**
+     * Runs one attempt (and, holding a Wait-mode slot, the jobs that reuse it); says the attempt's
+     * outcome and its Wait-mode key, if any. Jobs claimed that cannot reuse the slot go to `later`.
+     */
+    const runAttempt = (job: Job, later: Array<Job>): Effect.Effect<{ readonly outcome: Outcome; readonly waitKey: string | undefined }> => {
+      let recorded: Outcome | undefined
+      const finalizeOnce = (outcome: Outcome, metadata: unknown) =>
+        recorded !== undefined ? Effect.void : Effect.uninterruptible(Effect.tap(finalize(job, outcome, metadata), () => (recorded = outcome)))
+      return Effect.gen(function* () {
         const now = new Date(yield* Clock.currentTimeMillis)
         const prepared = prepare(job, now)
         if (Either.isLeft(prepared)) {
           const failed = Outcome.Failed({ error: prepared.left })
-          yield* finalize(job, failed, job.metadata)
+          yield* finalizeOnce(failed, job.metadata)
           return { outcome: failed, waitKey: undefined }
         }
         const { attempt, metadata } = prepared.right
         const h = attempt.registered.handler
-        const program = h._tag === "SagaHandler" ? runSaga(attempt, h) : compose(behaviors, attempt, runHandler(attempt))
-        const outcome = yield* Effect.scoped(program).pipe(
-          Effect.catchAllDefect((d) => Effect.succeed(Outcome.Failed({ error: `Defect in pipeline: ${String(d)}` })))
-        )
-        yield* finalize(job, outcome, metadata)
         const policy = attempt.policies.concurrency
-        return { outcome, waitKey: h._tag !== "SagaHandler" && policy?.mode === "Wait" ? policy.key : undefined }
+        const wait = h._tag !== "SagaHandler" && policy?.mode === "Wait" ? policy : undefined
+        let program: Effect.Effect<Outcome, never, Scope.Scope>
+        if (h._tag === "SagaHandler") {
+          program = runSaga(attempt, h)
+        } else {
+          const body = compose(innerBehaviors, attempt, runHandler(attempt))
+          // holding the slot: finalize this attempt first, then let the next jobs of the key reuse it
+          const next = wait === undefined || reuse === undefined
+            ? body
+            : Effect.tap(body, (outcome) => Effect.zipRight(finalizeOnce(outcome, metadata), reuseSlot(wait, later)))
+          program = gate === undefined ? next : gate.wrap(attempt, next)
+        }
+        const outcome = yield* Effect.scoped(program).pipe(defectToFailed)
+        yield* finalizeOnce(outcome, metadata)
+        return { outcome: recorded ?? outcome, waitKey: wait?.key }
       }).pipe(
-        Effect.onInterrupt(() =>
-          finalize(job, Outcome.Requeued({ reason: `Attempt interrupted (worker ${workerId} shutting down)` }), job.metadata)
-        ),
+        Effect.onInterrupt(() => (recorded !== undefined ? Effect.void : requeueInterrupted(job))),
         Effect.ensuring(Effect.sync(() => inFlight.delete(job.id)))
       )
+    }
 
-    const fetchOne = store.fetch(workerId, 1, lease).pipe(Effect.retry(storeRetry), Effect.orDie)
+    const fetchMany = (n: number) => store.fetch(workerId, n, lease).pipe(Effect.retry(storeRetry), Effect.orDie)
+    const fetchOne = fetchMany(1)
 
     const idle = Effect.raceFirst(Effect.sleep(pollInterval), Deferred.await(stopping))
     const firstSkipMs = Math.max(1, Duration.toMillis(pollInterval))
@@ -222,14 +364,19 @@ export const make = (options: WorkerOptions = {}): Effect.Effect<WorkerHandle, n
       // doubles while the key stays full for this fiber and ends once it gets a slot of it. Other
       // fibers (the holder first of all) keep running the key's jobs.
       const skipping = new Map<string, { until: number; ms: number }>()
+      // jobs claimed while holding a slot that could not reuse it
+      const later: Array<Job> = []
       while (!(yield* Deferred.isDone(stopping))) {
-        const now = yield* Clock.currentTimeMillis
-        const contended: Array<string> = []
-        for (const [key, s] of skipping) {
-          if (s.until > now) contended.push(key)
-          else if (now - s.until > maxSkipMs) skipping.delete(key)
+        let jobs: ReadonlyArray<Job> = later.splice(0)
+        if (jobs.length === 0) {
+          const now = yield* Clock.currentTimeMillis
+          const contended: Array<string> = []
+          for (const [key, s] of skipping) {
+            if (s.until > now) contended.push(key)
+            else if (now - s.until > maxSkipMs) skipping.delete(key)
+          }
+          jobs = yield* Effect.locally(fetchOne, fetchHint, { contended: contended.slice(-MAX_CONTENDED_KEYS) })
         }
-        const jobs = yield* Effect.locally(fetchOne, contendedKeys, contended.slice(-MAX_CONTENDED_KEYS))
         if (jobs.length === 0) {
           yield* idle
           continue
@@ -237,12 +384,10 @@ export const make = (options: WorkerOptions = {}): Effect.Effect<WorkerHandle, n
         let contendedUnknown = false
         for (const job of jobs) {
           // the store ignored the hint: do not spin on a key this fiber just found full
-          const rowKey = rowConcurrencyKey(job)
+          const rowKey = rowConcurrency(job)?.key
           if (rowKey !== undefined && (skipping.get(rowKey)?.until ?? 0) > (yield* Clock.currentTimeMillis)) yield* idle
           inFlight.add(job.id)
-          const result = yield* runAttempt(job)
-          if (result === undefined) continue
-          const { outcome, waitKey } = result
+          const { outcome, waitKey } = yield* runAttempt(job, later)
           if (outcome._tag === "Requeued" && outcome.at === undefined) {
             if (waitKey === undefined) {
               contendedUnknown = true
@@ -259,6 +404,12 @@ export const make = (options: WorkerOptions = {}): Effect.Effect<WorkerHandle, n
         // so this fiber does not spin on it.
         if (contendedUnknown) yield* idle
       }
+      // claimed but not started: back to the queue
+      yield* Effect.forEach(later.splice(0), (job) =>
+        finalize(job, Outcome.Requeued({ reason: `Claim released (worker ${workerId} shutting down)` }), job.metadata).pipe(
+          Effect.ensuring(Effect.sync(() => inFlight.delete(job.id)))
+        )
+      )
     })
 
     const heartbeat = Effect.suspend(() => store.heartbeat(workerId, [...inFlight], lease)).pipe(

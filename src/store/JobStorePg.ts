@@ -14,7 +14,7 @@ import * as Option from "effect/Option"
 import { Job, type JobLog } from "../job/Job.js"
 import type { JobState } from "../job/JobState.js"
 import { counterOf, logOf, stateOf } from "../job/Outcome.js"
-import { contendedKeys } from "../job/Worker.js"
+import { fetchHint } from "../job/Worker.js"
 import { counterKeys, emptyCounts, JobStore, type JobStoreService } from "./JobStore.js"
 import * as Migrations from "./Migrations.js"
 import { StoreError } from "./StoreError.js"
@@ -62,31 +62,53 @@ export const make = Effect.gen(function* () {
           ),
 
     fetch: (workerId, limit, lease) =>
-      Effect.flatMap(FiberRef.get(contendedKeys), (contended) => {
-        // Rows whose concurrency key the calling fiber just found full are left to other fibers.
-        const skip =
-          contended.length === 0
-            ? sql`TRUE`
-            : sql`coalesce((metadata #>> '{policies,concurrency,value,key}') <> ALL(ARRAY(SELECT jsonb_array_elements_text(${JSON.stringify(
-                contended
-              )}::jsonb))), TRUE)`
-        // Two index-ordered branches (expired leases, then due rows) instead of one OR: each walks its
-        // partial index and stops at `limit`, where the OR had to scan and sort the whole table.
-        return sql`
-        WITH expired AS (
+      Effect.flatMap(FiberRef.get(fetchHint), (hint) => {
+        const due = sql`state IN ('Scheduled', 'Enqueued') AND schedule_time <= now()`
+        const key = sql`(metadata #>> '{policies,concurrency,value,key}')`
+        const claim =
+          hint.sameSlot !== undefined
+            ? // the fiber holds a slot of this key: only rows of exactly that policy, near the head
+              // (candidates come from an uncorrelated sub-select over the head, then are locked by
+              // primary key: a plan that stays linear even when the table's statistics are stale)
+              sql`
           SELECT id, state AS prev_state FROM warp_jobs
-          WHERE state = 'Processing' AND lease_until < now()
-          ORDER BY lease_until
-          LIMIT ${limit}
-          FOR UPDATE SKIP LOCKED
-        ), due AS (
-          SELECT id, state AS prev_state FROM warp_jobs
-          WHERE state IN ('Scheduled', 'Enqueued') AND schedule_time <= now() AND ${skip}
+          WHERE id = ANY(ARRAY(
+              SELECT h.id FROM (
+                SELECT id, schedule_time, metadata FROM warp_jobs WHERE ${due} ORDER BY schedule_time LIMIT ${hint.sameSlot.depth}
+              ) h
+              WHERE (h.metadata #>> '{policies,concurrency,value,key}') = ${hint.sameSlot.key}
+                AND (h.metadata #>> '{policies,concurrency,value,mode}') = 'Wait'
+                AND (h.metadata #>> '{policies,concurrency,value,limit}') = ${String(hint.sameSlot.limit)}
+              ORDER BY h.schedule_time
+              LIMIT ${limit + 15}))
+            AND state IN ('Scheduled', 'Enqueued')
           ORDER BY schedule_time
           LIMIT ${limit}
-          FOR UPDATE SKIP LOCKED
-        ), c AS (
-          (SELECT * FROM expired) UNION ALL (SELECT * FROM due) LIMIT ${limit}
+          FOR UPDATE SKIP LOCKED`
+            : // two index-ordered branches (expired leases, then due rows) instead of one OR: each
+              // walks its partial index and stops at `limit`, where the OR scanned and sorted the table.
+              // Rows of keys the fiber just found full are left to other fibers.
+              sql`
+          WITH expired AS (
+            SELECT id, state AS prev_state FROM warp_jobs
+            WHERE state = 'Processing' AND lease_until < now()
+            ORDER BY lease_until
+            LIMIT ${limit}
+            FOR UPDATE SKIP LOCKED
+          ), ready AS (
+            SELECT id, state AS prev_state FROM warp_jobs
+            WHERE ${due}${
+              hint.contended.length === 0
+                ? sql``
+                : sql` AND coalesce(${key} <> ALL(ARRAY(SELECT jsonb_array_elements_text(${JSON.stringify(hint.contended)}::jsonb))), TRUE)`
+            }
+            ORDER BY schedule_time
+            LIMIT ${limit}
+            FOR UPDATE SKIP LOCKED
+          )
+          (SELECT * FROM expired) UNION ALL (SELECT * FROM ready) LIMIT ${limit}`
+        return sql`
+        WITH c AS (${claim}
         ), u AS (
           UPDATE warp_jobs j
           SET state = 'Processing', attempt = j.attempt + 1, locked_by = ${workerId},
