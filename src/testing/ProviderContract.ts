@@ -3,17 +3,17 @@
  * against your own `SemaphoreProvider` Layer:
  *
  * ```ts
- * import * as ProviderContract from "warp-effect/testing/ProviderContract"
+ * import { ProviderContract } from "warp-effect/testing"
  * ProviderContract.suite("my provider", () => MyProvider.layer)
  * ```
  *
  * The factory is called once per test, so each test gets a fresh provider; keys are unique per
  * test as well, so a provider over shared storage (one database, one Redis) is fine. Checked:
- * at most N holders at every instant under many concurrent fibers, limit 1 and N, release when
- * the holder's scope closes (success, failure, defect, interruption, timeout), zero timeout = one
- * try, a waiting acquisition gets a slot freed meanwhile, invalid limits fail with
- * `SemaphoreError`, the slot-pool rule (`Mutex(k)` and `Semaphore(k, N)` share one pool of N),
- * and distinct names are independent.
+ * at most N holders at every instant under many concurrent fibers; limit 1 and N; release when
+ * the holder's scope closes (success, failure, defect, interruption, timeout); zero timeout =
+ * one try; a waiting acquisition gets a slot freed meanwhile and stops at an outer timeout;
+ * invalid limits fail with `SemaphoreError`; the slot-pool rule (`Mutex(k)` and
+ * `Semaphore(k, N)` share one pool of N); distinct names are independent.
  *
  * Requires `vitest` and `@effect/vitest` (test-time dependencies of the caller).
  *
@@ -266,6 +266,18 @@ export const suite = <E>(name: string, makeLayer: () => Layer.Layer<SemaphorePro
         yield* Deferred.succeed(released, undefined)
         yield* held.close
         expect(yield* Fiber.join(waiter)).toEqual({ got: true, afterRelease: true })
+        expect(yield* isFree(k)).toBe(true)
+      }))
+
+    test("a waiting acquisition stops at an outer timeout and leaves no slot taken", () =>
+      Effect.gen(function* () {
+        const k = freshKey("outer")
+        const held = yield* holdOpen(k, 1)
+        const start = Date.now()
+        const exit = yield* Effect.exit(Effect.timeout(Effect.scoped(acquire(k, 1, "30 seconds")), "200 millis"))
+        expect(Exit.isFailure(exit) && Cause.isTimeoutException(Cause.squash(exit.cause))).toBe(true)
+        expect(Date.now() - start).toBeLessThan(10_000)
+        yield* held.close
         expect(yield* isFree(k)).toBe(true)
       }))
 
