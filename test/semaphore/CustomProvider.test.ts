@@ -1,22 +1,18 @@
-/**
- * The README's "run the contract suite against your own provider" example, verbatim apart from
- * the import of the suite (the README imports it from the package's testing entry point).
- */
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import { SemaphoreProvider, SemaphoreProviderMemory } from "warp-effect"
 import * as ProviderContract from "../../src/testing/ProviderContract.js"
 
-// A provider of your own: here, one that counts "full" answers around another provider.
-const makeCounting = (inner: SemaphoreProvider.SemaphoreProviderService, full: { count: number }): SemaphoreProvider.SemaphoreProviderService => ({
+// Your own provider: here, one that counts "full" answers around the in-memory provider.
+const counting = (inner: SemaphoreProvider.SemaphoreProviderService, full: { count: number }): SemaphoreProvider.SemaphoreProviderService => ({
   tryAcquire: (name, limit, timeout) =>
     inner.tryAcquire(name, limit, timeout).pipe(Effect.tap((slot) => Effect.sync(() => Option.isNone(slot) && full.count++)))
 })
 
 const CountingProvider = Layer.effect(
   SemaphoreProvider.SemaphoreProvider,
-  Effect.map(SemaphoreProviderMemory.make, (inner) => makeCounting(inner, { count: 0 }))
+  Effect.map(SemaphoreProviderMemory.make, (inner) => counting(inner, { count: 0 }))
 )
 
 // Registers the contract's vitest tests; the factory is called once per test (a fresh provider each time).
