@@ -95,6 +95,12 @@ const rowConcurrency = (job: Job): { readonly key: string; readonly limit: unkno
 /** At most this many contended keys are sent with one fetch (the most recent ones). */
 const MAX_CONTENDED_KEYS = 64
 
+/** Most rows a worker fiber claims at once (see the loop). */
+const BATCH_MAX = 8
+
+/** A batch counts as quick when its jobs took less than this each, on average. */
+const BATCH_QUICK_MS = 25
+
 /** How deep into the due rows a slot holder looks for the next job of its key. */
 const SAME_SLOT_DEPTH = 256
 
@@ -353,61 +359,90 @@ export const make = (options: WorkerOptions = {}): Effect.Effect<WorkerHandle, n
     }
 
     const fetchMany = (n: number) => store.fetch(workerId, n, lease).pipe(Effect.retry(storeRetry), Effect.orDie)
-    const fetchOne = fetchMany(1)
 
     const idle = Effect.raceFirst(Effect.sleep(pollInterval), Deferred.await(stopping))
     const firstSkipMs = Math.max(1, Duration.toMillis(pollInterval))
     const maxSkipMs = firstSkipMs * 16
 
-    const loop: Effect.Effect<void> = Effect.gen(function* () {
+    const loop: Effect.Effect<void> = Effect.suspend(() => {
       // Per fiber: Wait-mode keys this fiber found full, skipped at fetch until `until`; the skip
       // doubles while the key stays full for this fiber and ends once it gets a slot of it. Other
       // fibers (the holder first of all) keep running the key's jobs.
       const skipping = new Map<string, { until: number; ms: number }>()
-      // jobs claimed while holding a slot that could not reuse it
+      // claimed, not yet run: rows claimed while holding a slot they could not reuse, and the rest of
+      // a batch
       const later: Array<Job> = []
-      while (!(yield* Deferred.isDone(stopping))) {
-        let jobs: ReadonlyArray<Job> = later.splice(0)
-        if (jobs.length === 0) {
-          const now = yield* Clock.currentTimeMillis
-          const contended: Array<string> = []
-          for (const [key, s] of skipping) {
-            if (s.until > now) contended.push(key)
-            else if (now - s.until > maxSkipMs) skipping.delete(key)
-          }
-          jobs = yield* Effect.locally(fetchOne, fetchHint, { contended: contended.slice(-MAX_CONTENDED_KEYS) })
-        }
-        if (jobs.length === 0) {
-          yield* idle
-          continue
-        }
-        let contendedUnknown = false
-        for (const job of jobs) {
-          // the store ignored the hint: do not spin on a key this fiber just found full
-          const rowKey = rowConcurrency(job)?.key
-          if (rowKey !== undefined && (skipping.get(rowKey)?.until ?? 0) > (yield* Clock.currentTimeMillis)) yield* idle
-          inFlight.add(job.id)
-          const { outcome, waitKey } = yield* runAttempt(job, later)
-          if (outcome._tag === "Requeued" && outcome.at === undefined) {
-            if (waitKey === undefined) {
-              contendedUnknown = true
-            } else {
-              const ms = Math.min(maxSkipMs, (skipping.get(waitKey)?.ms ?? firstSkipMs / 2) * 2)
-              skipping.delete(waitKey)
-              skipping.set(waitKey, { until: (yield* Clock.currentTimeMillis) + ms, ms })
+      // rows claimed per fetch: doubles (up to BATCH_MAX) while full batches of quick jobs run with no
+      // contention, back to 1 otherwise, so slow or contended jobs are never held back in a batch
+      let batch = 1
+      return Effect.gen(function* () {
+        while (!(yield* Deferred.isDone(stopping))) {
+          let jobs: Array<Job> = later.splice(0)
+          let fetched = 0
+          if (jobs.length === 0) {
+            const now = yield* Clock.currentTimeMillis
+            const contended: Array<string> = []
+            for (const [key, s] of skipping) {
+              if (s.until > now) contended.push(key)
+              else if (now - s.until > maxSkipMs) skipping.delete(key)
             }
-          } else if (waitKey !== undefined) {
-            skipping.delete(waitKey)
+            jobs = [...(yield* Effect.locally(fetchMany(batch), fetchHint, { contended: contended.slice(-MAX_CONTENDED_KEYS) }))]
+            fetched = jobs.length
+            for (const job of jobs) inFlight.add(job.id)
           }
+          if (jobs.length === 0) {
+            batch = 1
+            yield* idle
+            continue
+          }
+          const started = yield* Clock.currentTimeMillis
+          let smooth = true
+          let contendedUnknown = false
+          while (jobs.length > 0) {
+            if (yield* Deferred.isDone(stopping)) {
+              later.push(...jobs.splice(0))
+              break
+            }
+            const job = jobs.shift()!
+            // the store ignored the hint: do not spin on a key this fiber just found full
+            const rowKey = rowConcurrency(job)?.key
+            if (rowKey !== undefined && (skipping.get(rowKey)?.until ?? 0) > (yield* Clock.currentTimeMillis)) yield* idle
+            inFlight.add(job.id)
+            const { outcome, waitKey } = yield* runAttempt(job, later).pipe(
+              // interrupted mid-batch: the rows not started go back to the queue with the rest
+              Effect.onInterrupt(() => Effect.sync(() => later.push(...jobs.splice(0))))
+            )
+            if (outcome._tag === "Requeued") smooth = false
+            if (outcome._tag === "Requeued" && outcome.at === undefined) {
+              if (waitKey === undefined) {
+                contendedUnknown = true
+              } else {
+                const ms = Math.min(maxSkipMs, (skipping.get(waitKey)?.ms ?? firstSkipMs / 2) * 2)
+                skipping.delete(waitKey)
+                skipping.set(waitKey, { until: (yield* Clock.currentTimeMillis) + ms, ms })
+              }
+            } else if (waitKey !== undefined) {
+              skipping.delete(waitKey)
+            }
+          }
+          if (fetched > 0) {
+            const quick = (yield* Clock.currentTimeMillis) - started < BATCH_QUICK_MS * fetched
+            batch = smooth && quick && fetched === batch ? Math.min(BATCH_MAX, batch * 2) : 1
+          }
+          // An immediate requeue for another reason is due again at once: back off one poll interval
+          // so this fiber does not spin on it.
+          if (contendedUnknown) yield* idle
         }
-        // An immediate requeue for another reason is due again at once: back off one poll interval
-        // so this fiber does not spin on it.
-        if (contendedUnknown) yield* idle
-      }
-      // claimed but not started: back to the queue
-      yield* Effect.forEach(later.splice(0), (job) =>
-        finalize(job, Outcome.Requeued({ reason: `Claim released (worker ${workerId} shutting down)` }), job.metadata).pipe(
-          Effect.ensuring(Effect.sync(() => inFlight.delete(job.id)))
+      }).pipe(
+        // claimed but not started (stopping, or interrupted): back to the queue
+        Effect.ensuring(
+          Effect.suspend(() =>
+            Effect.forEach(later.splice(0), (job) =>
+              finalize(job, Outcome.Requeued({ reason: `Claim released (worker ${workerId} shutting down)` }), job.metadata).pipe(
+                Effect.ensuring(Effect.sync(() => inFlight.delete(job.id)))
+              )
+            )
+          )
         )
       )
     })

@@ -19,22 +19,28 @@ import { counterKeys, emptyCounts, JobStore, type JobStoreService } from "./JobS
 import * as Migrations from "./Migrations.js"
 import { StoreError } from "./StoreError.js"
 
-/** Maps a `warp_jobs` row to a {@link Job}. */
+/**
+ * Maps a `warp_jobs` row to a {@link Job}. The table's types and CHECK constraints already hold what
+ * the schema would check, so the constructor's validation is skipped on this hot path.
+ */
 export const rowToJob = (r: any): Job =>
-  new Job({
-    id: r.id,
-    type: r.type,
-    handler: r.handler ?? null,
-    payload: r.payload,
-    state: r.state,
-    scheduleTime: new Date(r.schedule_time),
-    metadata: r.metadata,
-    attempt: Number(r.attempt),
-    createdAt: new Date(r.created_at),
-    updatedAt: new Date(r.updated_at),
-    lockedBy: r.locked_by ?? null,
-    leaseUntil: r.lease_until === null || r.lease_until === undefined ? null : new Date(r.lease_until)
-  })
+  new Job(
+    {
+      id: r.id,
+      type: r.type,
+      handler: r.handler ?? null,
+      payload: r.payload,
+      state: r.state,
+      scheduleTime: new Date(r.schedule_time),
+      metadata: r.metadata,
+      attempt: Number(r.attempt),
+      createdAt: new Date(r.created_at),
+      updatedAt: new Date(r.updated_at),
+      lockedBy: r.locked_by ?? null,
+      leaseUntil: r.lease_until === null || r.lease_until === undefined ? null : new Date(r.lease_until)
+    },
+    true
+  )
 
 const fail = (operation: string) => (cause: unknown) => new StoreError({ operation, cause })
 

@@ -1,0 +1,103 @@
+import { describe, expect, it } from "@effect/vitest"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Metric from "effect/Metric"
+import * as Schema from "effect/Schema"
+import * as Concurrency from "../src/concurrency/ConcurrencyAddon.js"
+import { gateTotal } from "../src/concurrency/ConcurrencyBehavior.js"
+import * as Contract from "../src/job/Contract.js"
+import * as Handler from "../src/job/Handler.js"
+import { JobParameters } from "../src/job/JobParameters.js"
+import * as Publisher from "../src/job/Publisher.js"
+import * as Registry from "../src/job/Registry.js"
+import * as Worker from "../src/job/Worker.js"
+import * as SemaphoreProviderPg from "../src/semaphore/SemaphoreProviderPg.js"
+import { JobStore } from "../src/store/JobStore.js"
+import * as JobStorePg from "../src/store/JobStorePg.js"
+import { freshPgLayer } from "./support/db.js"
+import { HolderCounter } from "./support/holders.js"
+import { detail, drained } from "./support/runtime.js"
+
+const Work = Contract.job("Work", Schema.Struct({ key: Schema.String, i: Schema.Number }))
+
+const env = (handlers: ReadonlyArray<Handler.JobHandler<any, any, never>>) =>
+  Publisher.layer.pipe(
+    Layer.provideMerge(Registry.layer({ handlers })),
+    Layer.provideMerge(Concurrency.layer),
+    Layer.provideMerge(SemaphoreProviderPg.layer()),
+    Layer.provideMerge(JobStorePg.layer),
+    Layer.provideMerge(freshPgLayer(40))
+  )
+
+/** Gate acquisitions of keys in family `family` so far in this process. */
+const acquired = (family: string) =>
+  Metric.value(Metric.tagged(Metric.tagged(gateTotal, "result", "Acquired"), "key_family", family)).pipe(Effect.map((s) => s.count))
+
+describe("Worker on PostgreSQL: slot reuse, contended keys, batches", () => {
+  for (const reuse of [true, false]) {
+    it.live(`Mutex Wait on one key, slot reuse ${reuse ? "on" : "off"}: one holder at a time, every job once${reuse ? ", fewer gate passes than jobs" : ", one gate pass per job"}`, () => {
+      const holders = new HolderCounter()
+      const runs = new Map<number, number>()
+      const family = `reuse${reuse}`
+      const handler = Handler.job(Work, ({ i, key }) =>
+        holders.hold(key, Effect.sleep("2 millis").pipe(Effect.zipRight(Effect.sync(() => runs.set(i, (runs.get(i) ?? 0) + 1)))))
+      )
+      return Effect.gen(function* () {
+        const p = yield* Publisher.Publisher
+        const params = JobParameters.make().withMutex(`${family}:1`, "Wait")
+        const ids = yield* Effect.forEach(Array.from({ length: 60 }, (_, i) => i), (i) => p.enqueue(Work, { key: `${family}:1`, i }, params))
+        const before = yield* acquired(family)
+        yield* Effect.scoped(
+          Effect.zipRight(Worker.make({ concurrency: 6, pollInterval: "5 millis", ...(reuse ? {} : { slotReuse: false }) }), drained(60_000))
+        )
+        const passes = (yield* acquired(family)) - before
+        expect(holders.max.get(`${family}:1`)).toBe(1)
+        for (let i = 0; i < 60; i++) expect(runs.get(i)).toBe(1)
+        for (const id of ids) expect((yield* detail(id)).job.state).toBe("Succeeded")
+        if (reuse) expect(passes).toBeLessThan(60)
+        else expect(passes).toBe(60)
+      }).pipe(Effect.provide(env([handler])))
+    })
+  }
+
+  it.live("Semaphore(3) Wait with slot reuse: never more than 3 running, and a Mutex job of the same key never reuses a semaphore slot", () => {
+    const holders = new HolderCounter()
+    const mutexHolders = new HolderCounter()
+    let runs = 0
+    const handler = Handler.job(Work, ({ i, key }) =>
+      holders.hold(
+        key,
+        (i % 2 === 0 ? mutexHolders.hold(key, Effect.sleep("3 millis")) : Effect.sleep("3 millis")).pipe(Effect.zipRight(Effect.sync(() => runs++)))
+      )
+    )
+    return Effect.gen(function* () {
+      const p = yield* Publisher.Publisher
+      yield* Effect.forEach(Array.from({ length: 60 }, (_, i) => i), (i) =>
+        p.enqueue(Work, { key: "api", i }, i % 2 === 0 ? JobParameters.make().withMutex("api", "Wait") : JobParameters.make().withSemaphore("api", 3))
+      )
+      yield* Effect.scoped(Effect.zipRight(Worker.make({ concurrency: 8, pollInterval: "5 millis" }), drained(60_000)))
+      expect(holders.max.get("api")).toBeLessThanOrEqual(3)
+      expect(mutexHolders.max.get("api")).toBe(1)
+      expect(runs).toBe(60)
+    }).pipe(Effect.provide(env([handler])))
+  })
+
+  it.live("closing the worker while it holds a batch of claims hands every unstarted claim back: nothing is left Processing", () => {
+    let runs = 0
+    const handler = Handler.job(Work, () => Effect.sync(() => runs++))
+    return Effect.gen(function* () {
+      const p = yield* Publisher.Publisher
+      yield* Effect.forEach(Array.from({ length: 300 }, (_, i) => i), (i) => p.enqueue(Work, { key: "-", i }))
+      yield* Effect.scoped(
+        Effect.gen(function* () {
+          yield* Worker.make({ concurrency: 4, pollInterval: "5 millis" })
+          while (runs < 40) yield* Effect.sleep("2 millis")
+        })
+      )
+      const counts = yield* (yield* JobStore).countByState
+      expect(counts.Processing).toBe(0)
+      expect(counts.Succeeded).toBe(runs)
+      expect(counts.Succeeded + counts.Enqueued).toBe(300)
+    }).pipe(Effect.provide(env([handler])))
+  })
+})
