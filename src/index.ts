@@ -21,6 +21,8 @@ export * as Publisher from "./job/Publisher.js"
 export * as Registry from "./job/Registry.js"
 /** The worker. */
 export * as Worker from "./job/Worker.js"
+/** The recurring-job scheduler. */
+export * as Scheduler from "./job/Scheduler.js"
 /** The pipeline of behaviors around handlers. */
 export * as Pipeline from "./job/Pipeline.js"
 /** Typed attempt outcomes. */
@@ -44,6 +46,18 @@ export * as PolicyResolution from "./policy/PolicyResolution.js"
 export * as JobMetadata from "./policy/JobMetadata.js"
 export * as GlobalPolicies from "./policy/GlobalPolicies.js"
 export { InvalidPolicy } from "./policy/InvalidPolicy.js"
+/** Core behaviors and the failure observer they share with addons. */
+export * as RetryBehavior from "./policy/RetryBehavior.js"
+export * as TimeoutBehavior from "./policy/TimeoutBehavior.js"
+export * as FailureObserver from "./policy/FailureObserver.js"
+/** The rate-limit addon (RateLimitAddon.layer / layerMemory), its limiter and behavior. */
+export * as RateLimitAddon from "./ratelimit/RateLimitAddon.js"
+export * as RateLimiter from "./ratelimit/RateLimiter.js"
+export * as RateLimitBehavior from "./ratelimit/RateLimitBehavior.js"
+/** The circuit-breaker addon (CircuitBreakerAddon.layer / layerMemory), its state and behavior. */
+export * as CircuitBreakerAddon from "./circuitbreaker/CircuitBreakerAddon.js"
+export * as CircuitBreakerState from "./circuitbreaker/CircuitBreakerState.js"
+export * as CircuitBreakerBehavior from "./circuitbreaker/CircuitBreakerBehavior.js"
 
 /** Concurrency: Mutex, Semaphore and the typed metadata accessor. */
 export { ConcurrencyMetadata, type ConcurrencyOptions, Mutex, Semaphore } from "./concurrency/Concurrency.js"
@@ -59,6 +73,7 @@ export * as ConcurrencyLimitResolver from "./concurrency/ConcurrencyLimitResolve
 export * as SemaphoreProvider from "./semaphore/SemaphoreProvider.js"
 export * as SemaphoreProviderMemory from "./semaphore/SemaphoreProviderMemory.js"
 export * as SemaphoreProviderPg from "./semaphore/SemaphoreProviderPg.js"
+// The Redis provider is at the `warp-effect/redis` subpath, so ioredis loads only for those who use it.
 
 /** Job stores. */
 export * as JobStore from "./store/JobStore.js"

@@ -40,5 +40,8 @@ export class RateLimitAddon extends Context.Tag("warp/addon/RateLimit")<RateLimi
 /** Slot of the circuit-breaker addon's behavior. */
 export class CircuitBreakerAddon extends Context.Tag("warp/addon/CircuitBreaker")<CircuitBreakerAddon, BehaviorProvider>() {}
 
-/** Addon slots in pipeline order, outermost first. */
-export const addonSlots: ReadonlyArray<Context.Tag<any, BehaviorProvider>> = [ConcurrencyAddon, RateLimitAddon, CircuitBreakerAddon]
+/**
+ * Addon slots in pipeline order, outermost first. The rate limiter sits innermost, so a start is
+ * counted only for a job that the concurrency gate and the circuit breaker let through.
+ */
+export const addonSlots: ReadonlyArray<Context.Tag<any, BehaviorProvider>> = [ConcurrencyAddon, CircuitBreakerAddon, RateLimitAddon]

@@ -14,7 +14,8 @@ export const MAX_KEY_LENGTH = 512
 /** A key naming a shared constraint: non-blank, at most {@link MAX_KEY_LENGTH} characters. */
 export const PolicyKey = Schema.String.pipe(
   Schema.filter((s) => s.trim().length > 0 || "key must not be empty or whitespace"),
-  Schema.filter((s) => s.length <= MAX_KEY_LENGTH || `key must be at most ${MAX_KEY_LENGTH} characters`)
+  Schema.filter((s) => s.length <= MAX_KEY_LENGTH || `key must be at most ${MAX_KEY_LENGTH} characters`),
+  Schema.filter((s) => !s.includes("\u0000") || "key must not contain NUL (PostgreSQL text and jsonb cannot store it)")
 )
 
 /** A whole number >= 1. */

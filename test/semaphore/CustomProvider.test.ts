@@ -2,7 +2,7 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import { SemaphoreProvider, SemaphoreProviderMemory } from "warp-effect"
-import * as ProviderContract from "../../src/testing/ProviderContract.js"
+import { ProviderContract } from "warp-effect/testing"
 
 // Your own provider: here, one that counts "full" answers around the in-memory provider.
 const counting = (inner: SemaphoreProvider.SemaphoreProviderService, full: { count: number }): SemaphoreProvider.SemaphoreProviderService => ({
