@@ -37,6 +37,15 @@ export interface ChildConfig {
 
 const config = JSON.parse(process.argv[2] ?? "{}") as ChildConfig
 
+// Installed first: a SIGUSR2 arriving while the process still starts must not kill it (the default
+// action); it interrupts the attempts of the first worker instead.
+let pendingInterrupts = 0
+let onInterrupt: (() => void) | undefined
+process.on("SIGUSR2", () => {
+  if (onInterrupt === undefined) pendingInterrupts++
+  else onInterrupt()
+})
+
 const sqlLayer = PgClient.layer({
   url: Redacted.make(config.url),
   maxConnections: config.pool,
@@ -54,7 +63,8 @@ const env = Registry.layer({ handlers: [recordingHandler({ proc: config.name, pi
 
 const main = Effect.gen(function* () {
   const restart = yield* Queue.unbounded<void>()
-  process.on("SIGUSR2", () => void Queue.unsafeOffer(restart, undefined))
+  onInterrupt = () => void Queue.unsafeOffer(restart, undefined)
+  for (; pendingInterrupts > 0; pendingInterrupts--) onInterrupt()
   let generation = 0
   while (true) {
     yield* Effect.scoped(

@@ -1,0 +1,65 @@
+/**
+ * `npm run soak [-- --flag value ...]`: the soak / fault harness at scale (see `harness.ts`).
+ * Uses DATABASE_URL (a fresh database is created on that server) or an embedded PostgreSQL.
+ *
+ * Flags: --processes 4 --fibers 6 --jobs 100000 --keys 100 --fault-every-ms 2000
+ *        --kill 1 --terminate 1 --interrupt 1 (fault weights; 0 disables a kind)
+ *        --max-handler-ms 4 --fail-rate 0.01 --ping-ms 100 --lease-ms 4000 --poll-ms 20
+ *        --timeout-ms 840000 --seed 1 --keep (keep the database)
+ * Exits 1 unless every check passed.
+ */
+import * as EmbeddedPostgres from "../../src/testing/EmbeddedPostgres.js"
+import { defaults, formatSummary, passed, runSoak, type SoakOptions } from "./harness.js"
+
+const args = process.argv.slice(2)
+const flag = (name: string): string | undefined => {
+  const i = args.indexOf(`--${name}`)
+  return i === -1 ? undefined : args[i + 1]
+}
+const num = (name: string, fallback: number): number => {
+  const v = flag(name)
+  if (v === undefined) return fallback
+  const n = Number(v)
+  if (!Number.isFinite(n) || n < 0) throw new Error(`--${name} expects a non-negative number, got '${v}'`)
+  return n
+}
+if (args.includes("--help")) {
+  console.log("usage: npm run soak -- [--processes N] [--fibers N] [--jobs N] [--keys N] [--fault-every-ms MS] [--kill W] [--terminate W] [--interrupt W] [--max-handler-ms MS] [--fail-rate R] [--ping-ms MS] [--lease-ms MS] [--poll-ms MS] [--timeout-ms MS] [--seed N] [--keep]")
+  process.exit(0)
+}
+
+const main = async () => {
+  const given = process.env.DATABASE_URL
+  const server = given !== undefined && given !== "" ? undefined : await EmbeddedPostgres.start({ maxConnections: 400 })
+  try {
+    const options: SoakOptions = {
+      ...defaults,
+      serverUrl: given !== undefined && given !== "" ? given : server!.url,
+      processes: num("processes", defaults.processes),
+      fibers: num("fibers", defaults.fibers),
+      jobs: num("jobs", defaults.jobs),
+      keys: num("keys", defaults.keys),
+      faultEveryMs: num("fault-every-ms", defaults.faultEveryMs),
+      weights: { kill: num("kill", defaults.weights.kill), terminate: num("terminate", defaults.weights.terminate), interrupt: num("interrupt", defaults.weights.interrupt) },
+      maxHandlerMs: num("max-handler-ms", defaults.maxHandlerMs),
+      failRate: num("fail-rate", defaults.failRate),
+      pingMs: num("ping-ms", defaults.pingMs),
+      leaseMs: num("lease-ms", defaults.leaseMs),
+      pollMs: num("poll-ms", defaults.pollMs),
+      timeoutMs: num("timeout-ms", defaults.timeoutMs),
+      seed: num("seed", defaults.seed),
+      keep: args.includes("--keep")
+    }
+    console.log(`soak: ${JSON.stringify({ ...options, serverUrl: undefined, log: undefined })}`)
+    const summary = await runSoak(options)
+    console.log(formatSummary(summary))
+    process.exitCode = passed(summary) ? 0 : 1
+  } finally {
+    await server?.stop()
+  }
+}
+
+main().catch((e) => {
+  console.error(e)
+  process.exitCode = 1
+})
