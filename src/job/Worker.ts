@@ -95,6 +95,16 @@ const rowConcurrency = (job: Job): { readonly key: string; readonly limit: unkno
 /** At most this many contended keys are sent with one fetch (the most recent ones). */
 const MAX_CONTENDED_KEYS = 64
 
+/** What one worker fiber keeps between attempts. */
+interface FiberState {
+  /** Claimed, not yet run. */
+  readonly later: Array<Job>
+  /** Wait-mode attempts to run before this fiber looks for jobs to reuse a slot again. */
+  reuseSkip: number
+  /** Slot-reuse look-aheads in a row that found nothing. */
+  reuseMisses: number
+}
+
 /** Most rows a worker fiber claims at once (see the loop). */
 const BATCH_MAX = 8
 
@@ -271,23 +281,23 @@ export const make = (options: WorkerOptions = {}): Effect.Effect<WorkerHandle, n
      * up to 7 jobs past them); rows of another policy run after the release, through the gate, and
      * claimed rows are handed back to the queue if the fiber is interrupted.
      */
-    const reuseSlot = (policy: ConcurrencyPolicy, later: Array<Job>): Effect.Effect<void> => {
+    const reuseSlot = (policy: ConcurrencyPolicy, later: Array<Job>): Effect.Effect<number> => {
       const claimed: Array<Job> = []
+      let ran = 0
       return Effect.gen(function* () {
-        if (reuse === undefined) return
+        if (reuse === undefined) return 0
         const start = yield* Clock.currentTimeMillis
         const hint: FetchHint = { contended: [], sameSlot: { key: policy.key, limit: policy.limit, depth: SAME_SLOT_DEPTH } }
         let batch = 1
-        let ran = 0
         while (ran < reuse.maxJobs) {
           const over = () =>
             Effect.map(
               Effect.all([Deferred.isDone(stopping), Clock.currentTimeMillis]),
               ([stop, now]) => stop || now - start >= reuse.maxMs
             )
-          if (yield* over()) return
+          if (yield* over()) return ran
           const jobs = yield* Effect.locally(fetchMany(Math.min(batch, reuse.maxJobs - ran)), fetchHint, hint)
-          if (jobs.length === 0) return
+          if (jobs.length === 0) return ran
           for (const job of jobs) inFlight.add(job.id)
           claimed.push(...jobs)
           while (claimed.length > 0) {
@@ -296,17 +306,18 @@ export const make = (options: WorkerOptions = {}): Effect.Effect<WorkerHandle, n
             // a row of another policy (the store ignored the hint), or the worker stopping: after the release
             if (row?.key !== policy.key || row.limit !== policy.limit || row.mode !== "Wait" || (yield* Deferred.isDone(stopping))) {
               later.push(...claimed.splice(0))
-              return
+              return ran
             }
             claimed.shift()
             if (!(yield* runUnderSlot(job, policy, later))) {
               later.push(...claimed.splice(0))
-              return
+              return ran
             }
             ran++
           }
           batch = Math.min(8, batch * 2)
         }
+        return ran
       }).pipe(
         Effect.onInterrupt(() =>
           Effect.forEach(claimed.splice(0), (job) =>
@@ -320,9 +331,12 @@ export const make = (options: WorkerOptions = {}): Effect.Effect<WorkerHandle, n
 
     /**
      * Runs one attempt (and, holding a Wait-mode slot, the jobs that reuse it); says the attempt's
-     * outcome and its Wait-mode key, if any. Jobs claimed that cannot reuse the slot go to `later`.
+     * outcome and its Wait-mode key, if any. Jobs claimed that cannot reuse the slot go to
+     * `fiber.later`. A fiber whose slots found nothing to reuse tries again only after 1, 3, 7 ..
+     * 31 more attempts, so keys spread thin over a backlog do not pay a look-ahead per job.
      */
-    const runAttempt = (job: Job, later: Array<Job>): Effect.Effect<{ readonly outcome: Outcome; readonly waitKey: string | undefined }> => {
+    const runAttempt = (job: Job, fiber: FiberState): Effect.Effect<{ readonly outcome: Outcome; readonly waitKey: string | undefined }> => {
+      const later = fiber.later
       let recorded: Outcome | undefined
       const finalizeOnce = (outcome: Outcome, metadata: unknown) =>
         recorded !== undefined ? Effect.void : Effect.uninterruptible(Effect.tap(finalize(job, outcome, metadata), () => (recorded = outcome)))
@@ -344,9 +358,18 @@ export const make = (options: WorkerOptions = {}): Effect.Effect<WorkerHandle, n
         } else {
           const body = compose(innerBehaviors, attempt, runHandler(attempt))
           // holding the slot: finalize this attempt first, then let the next jobs of the key reuse it
-          const next = wait === undefined || reuse === undefined
-            ? body
-            : Effect.tap(body, (outcome) => Effect.zipRight(finalizeOnce(outcome, metadata), reuseSlot(wait, later)))
+          const next =
+            wait === undefined || reuse === undefined || fiber.reuseSkip-- > 0
+              ? body
+              : Effect.tap(body, (outcome) =>
+                  Effect.zipRight(
+                    finalizeOnce(outcome, metadata),
+                    Effect.map(reuseSlot(wait, later), (ran) => {
+                      fiber.reuseMisses = ran > 0 ? 0 : Math.min(5, fiber.reuseMisses + 1)
+                      fiber.reuseSkip = 2 ** fiber.reuseMisses - 1
+                    })
+                  )
+                )
           program = gate === undefined ? next : gate.wrap(attempt, next)
         }
         const outcome = yield* Effect.scoped(program).pipe(defectToFailed)
@@ -371,7 +394,8 @@ export const make = (options: WorkerOptions = {}): Effect.Effect<WorkerHandle, n
       const skipping = new Map<string, { until: number; ms: number }>()
       // claimed, not yet run: rows claimed while holding a slot they could not reuse, and the rest of
       // a batch
-      const later: Array<Job> = []
+      const fiber: FiberState = { later: [], reuseSkip: 0, reuseMisses: 0 }
+      const later = fiber.later
       // rows claimed per fetch: doubles (up to BATCH_MAX) while full batches of quick jobs run with no
       // contention, back to 1 otherwise, so slow or contended jobs are never held back in a batch
       let batch = 1
@@ -408,7 +432,7 @@ export const make = (options: WorkerOptions = {}): Effect.Effect<WorkerHandle, n
             const rowKey = rowConcurrency(job)?.key
             if (rowKey !== undefined && (skipping.get(rowKey)?.until ?? 0) > (yield* Clock.currentTimeMillis)) yield* idle
             inFlight.add(job.id)
-            const { outcome, waitKey } = yield* runAttempt(job, later).pipe(
+            const { outcome, waitKey } = yield* runAttempt(job, fiber).pipe(
               // interrupted mid-batch: the rows not started go back to the queue with the rest
               Effect.onInterrupt(() => Effect.sync(() => later.push(...jobs.splice(0))))
             )
