@@ -107,6 +107,16 @@ const slotIds = (name: string, limit: number): ReadonlyArray<string> => {
   return ids
 }
 
+/**
+ * Limits up to SCAN_ALL are scanned whole, in one guarded statement. Above it, a try scans windows
+ * of SCAN_WINDOW slots from a random start, the next one only while the previous one is full, so
+ * it never costs work per slot of the limit (the ids of every slot of a limit of 2^31 - 1 would
+ * not even fit in memory). Each window is guarded on its own: a slot freed in a window already
+ * passed can be missed, as the spec allows for a scan.
+ */
+const SCAN_ALL = 8192
+const SCAN_WINDOW = 1024
+
 /** The array literal of all slot ids of `name` at one limit, cached like the ids. */
 const literalCache = new Map<string, string>()
 const arrayLiteral = (name: string, ids: ReadonlyArray<string>): string => {
@@ -198,7 +208,8 @@ export const make = (options: PgProviderOptions = {}): Effect.Effect<SemaphorePr
       for (let i = 0; i < ids.length; i++) if (!lane.held.has(ids[i]!)) free.push(i)
       if (free.length === 0) return Effect.succeed(Option.none())
       const [g1, g2] = guardOf(name)
-      const candidates = free.length === ids.length ? arrayLiteral(name, ids) : `{${free.map((i) => ids[i]).join(",")}}`
+      const candidates =
+        free.length === ids.length && idCache.get(name) === ids ? arrayLiteral(name, ids) : `{${free.map((i) => ids[i]).join(",")}}`
       return query(lane, SCAN, [candidates, randomOffset(free.length), free.length, g1, g2]).pipe(
         Effect.tapError(() => kill(lane)),
         Effect.mapError(fail(name, "advisory lock scan failed")),
@@ -292,11 +303,29 @@ export const make = (options: PgProviderOptions = {}): Effect.Effect<SemaphorePr
     )
 
     const attempt = connections === undefined ? attemptDedicated : attemptShared
+
+    /** One try at a limit above SCAN_ALL: window after window, while each is full. */
+    const attemptWindows = (name: string, limit: number): Effect.Effect<Option.Option<Held>, SemaphoreError> => {
+      const start = randomOffset(limit)
+      const tryWindow = (w: number): Effect.Effect<Option.Option<Held>, SemaphoreError> => {
+        if (w * SCAN_WINDOW >= limit) return Effect.succeed(Option.none())
+        const first = start + w * SCAN_WINDOW
+        const ids = Array.from({ length: Math.min(SCAN_WINDOW, limit - w * SCAN_WINDOW) }, (_, i) => lockId(slotName(name, (first + i) % limit)))
+        return Effect.flatMap(attempt(name, ids), (held) =>
+          Option.isNone(held)
+            ? tryWindow(w + 1)
+            : Effect.succeed(Option.some({ ...held.value, slot: { ...held.value.slot, index: (first + held.value.slot.index) % limit } }))
+        )
+      }
+      return Effect.suspend(() => tryWindow(0))
+    }
     const service: SemaphoreProviderService = {
       tryAcquire: (name, limit, timeout) =>
         Effect.zipRight(
           validateLimit(name, limit),
-          Effect.suspend(() => acquireWith(attempt(name, slotIds(name, limit)), timeout, every))
+          Effect.suspend(() =>
+            acquireWith(limit > SCAN_ALL ? attemptWindows(name, limit) : attempt(name, slotIds(name, limit)), timeout, every)
+          )
         )
     }
     return service
