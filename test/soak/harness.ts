@@ -172,6 +172,7 @@ export const runSoak = async (options: SoakOptions): Promise<SoakSummary> => {
   let timedOut = false
   let stopping = false
   let unexpectedExits = 0
+  let keepForDiagnosis = false
 
   try {
     await run(createTables)
@@ -264,11 +265,15 @@ export const runSoak = async (options: SoakOptions): Promise<SoakSummary> => {
         faults.kill!++
         await control.query(`INSERT INTO rel_deaths (pid, proc, at) VALUES ($1, $2, $3)`, [victim.pid, victim.config.name, at])
       } else if (draw < w.kill + w.terminate) {
+        // one statement, in this order: the advisory locks the victim holds (materialized first: the
+        // CASE evaluates it before any termination), the terminations (each waits until the backend
+        // is gone, so its locks are free), then the time — at or after every lock's release
         const r = await control.query(
-          `WITH victims AS (SELECT pid FROM pg_stat_activity WHERE application_name = $1 AND datname = current_database()),
-                held AS (SELECT DISTINCT ((l.classid::bigint << 32) | l.objid::bigint)::text AS id
+          `WITH victims AS MATERIALIZED (SELECT pid FROM pg_stat_activity WHERE application_name = $1 AND datname = current_database()),
+                held AS MATERIALIZED (SELECT DISTINCT ((l.classid::bigint << 32) | l.objid::bigint)::text AS id
                          FROM pg_locks l JOIN victims v USING (pid) WHERE l.locktype = 'advisory' AND l.objsubid = 1 AND l.granted),
-                killed AS (SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) AS n FROM victims)
+                killed AS MATERIALIZED (SELECT count(*) FILTER (WHERE CASE WHEN (SELECT count(*) FROM held) >= 0 THEN pg_terminate_backend(v.pid, 2000) ELSE false END) AS n
+                                        FROM victims v)
            SELECT (SELECT n FROM killed) AS n, ARRAY(SELECT id FROM held) AS held, clock_timestamp() AS at`,
           [victim.config.name]
         )
@@ -332,8 +337,25 @@ export const runSoak = async (options: SoakOptions): Promise<SoakSummary> => {
     // the checks
     const intervals = await run(loadIntervals)
     const terminations = await run(loadTerminations)
-    const overlap = summarize(checkOverlaps(intervals, terminations))
-    const maxInsideOverLimit = Math.max(0, ...checkOverlaps(intervals, terminations).map((r) => r.maxInside - r.limit))
+    const reports = checkOverlaps(intervals, terminations)
+    const overlap = summarize(reports)
+    const maxInsideOverLimit = Math.max(0, ...reports.map((r) => r.maxInside - r.limit))
+    // for each violation: the faults that struck the processes inside, around that instant
+    const faultRows = (
+      await control.query(
+        `SELECT kind, proc, pid, (extract(epoch from at) * 1000000)::bigint::text AS at, locks FROM rel_faults
+         UNION ALL SELECT 'kill', proc, pid, (extract(epoch from at) * 1000000)::bigint::text, '{}' FROM rel_deaths`
+      )
+    ).rows.map((f: any) => ({ ...f, at: Number(f.at) }))
+    const context = reports.flatMap((r) =>
+      r.episodes.map((e) => {
+        const pids = new Set(e.inside.map((i) => i.pid))
+        const near = faultRows.filter((f: any) => pids.has(Number(f.pid)) && f.at > e.at - 2_000_000 && f.at < e.at + 500_000)
+        return `  faults near the violation on '${r.key}' at ${new Date(e.at / 1000).toISOString()}: ${
+          near.map((f: any) => `${f.kind} ${f.proc} at ${new Date(f.at / 1000).toISOString()}${f.kind === "terminate" ? ` (held ${JSON.stringify(f.locks)})` : ""}`).join("; ") || "none"
+        }; inside: ${e.inside.map((i) => `${i.jobId}#${i.attempt}@${i.proc} claimed ${new Date(i.claimedAt / 1000).toISOString()}`).join(", ")}`
+      })
+    )
     const q = async (text: string) => Number((await control.query(text)).rows[0].n)
     const states: Record<string, number> = {}
     for (const r of (await control.query(`SELECT state, count(*)::int AS n FROM warp_jobs GROUP BY state`)).rows) states[r.state] = r.n
@@ -381,6 +403,7 @@ export const runSoak = async (options: SoakOptions): Promise<SoakSummary> => {
     for (const r of (await control.query(`SELECT ${key} AS key, ${limit}::int AS lim, ${lastLog("kind")} AS kind, ${lastLog("message")} AS message FROM warp_jobs j WHERE state = 'Deleted'`)).rows) {
       if (r.kind !== "Cancelled" || r.message !== cancelledText(r.key, r.lim)) problems.deletedWithoutExactText!++
     }
+    keepForDiagnosis = overlap.violations > 0 || Object.values(problems).some((n) => n !== 0)
     const recovered = await q(`SELECT count(*)::int AS n FROM warp_job_logs WHERE kind = 'Recovered'`)
     const logsLike = (pattern: string) => q(`SELECT count(*)::int AS n FROM warp_job_logs WHERE kind = 'Requeued' AND message LIKE '${pattern}'`)
     return {
@@ -403,7 +426,7 @@ export const runSoak = async (options: SoakOptions): Promise<SoakSummary> => {
       violations: overlap.violations,
       lostSlotOverlaps: overlap.lostSlotOverlaps,
       problems,
-      examples: overlap.examples,
+      examples: [...overlap.examples, ...context].slice(0, 20),
       advisoryLocksWhileRunning,
       advisoryLocksAfterStop,
       timedOut
@@ -412,7 +435,8 @@ export const runSoak = async (options: SoakOptions): Promise<SoakSummary> => {
     await Promise.all([...children.values()].map((c) => c.stop(2_000).catch(() => {})))
     await control.end().catch(() => {})
     await runtime.dispose()
-    if (!o.keep) await admin(o.serverUrl, (c) => c.query(`DROP DATABASE IF EXISTS ${dbName} WITH (FORCE)`)).catch(() => {})
+    if (!o.keep && !keepForDiagnosis) await admin(o.serverUrl, (c) => c.query(`DROP DATABASE IF EXISTS ${dbName} WITH (FORCE)`)).catch(() => {})
+    else o.log(`database ${dbName} kept for diagnosis`)
   }
 }
 

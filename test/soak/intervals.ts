@@ -60,6 +60,8 @@ export interface KeyReport {
   readonly lostSlotOverlaps: number
   /** Examples, for diagnosis. */
   readonly examples: ReadonlyArray<string>
+  /** The first violation episodes: when, and who was inside. */
+  readonly episodes: ReadonlyArray<{ readonly at: number; readonly inside: ReadonlyArray<Interval> }>
 }
 
 const µs = (expr: string) => `(extract(epoch from ${expr}) * 1000000)::bigint::text`
@@ -145,6 +147,7 @@ export const checkOverlaps = (intervals: ReadonlyArray<Interval>, terminations: 
     let inOverlap = false
     const live = new Set<Interval>()
     const examples: Array<string> = []
+    const episodes: Array<{ at: number; inside: ReadonlyArray<Interval> }> = []
     for (const e of events) {
       if (e.kind === 0) {
         inside++
@@ -163,6 +166,7 @@ export const checkOverlaps = (intervals: ReadonlyArray<Interval>, terminations: 
       const overlapping = inside > limit && !violating
       if (violating && !inViolation) {
         violations++
+        if (episodes.length < 5) episodes.push({ at: e.t, inside: [...live] })
         if (examples.length < 5) {
           examples.push(
             `violation on '${key}' (limit ${limit}) at ${fmt(e.t)}: ` +
@@ -174,7 +178,7 @@ export const checkOverlaps = (intervals: ReadonlyArray<Interval>, terminations: 
       inViolation = violating
       inOverlap = overlapping
     }
-    reports.push({ key, limit, intervals: list.length, maxInside, maxHolding, violations, lostSlotOverlaps, examples })
+    reports.push({ key, limit, intervals: list.length, maxInside, maxHolding, violations, lostSlotOverlaps, examples, episodes })
   }
   return reports.sort((a, b) => (a.key < b.key ? -1 : 1))
 }
