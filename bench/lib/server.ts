@@ -1,0 +1,113 @@
+/**
+ * The PostgreSQL server of a bench run (DATABASE_URL, else an embedded server), fresh databases per
+ * measured run, and the server-side counters every run is charged with.
+ */
+import pg from "pg"
+import * as EmbeddedPostgres from "../../src/testing/EmbeddedPostgres.js"
+
+/** A server for the whole run. */
+export interface Server {
+  readonly url: string
+  readonly embedded: boolean
+  readonly stop: () => Promise<void>
+}
+
+/** DATABASE_URL when set, else an embedded server with room for 1,000+ connections. */
+export const startServer = async (): Promise<Server> => {
+  const given = process.env.DATABASE_URL
+  if (given !== undefined && given !== "") return { url: given, embedded: false, stop: async () => {} }
+  const server = await EmbeddedPostgres.start({ maxConnections: 1200 })
+  return { url: server.url, embedded: true, stop: server.stop }
+}
+
+const withDatabase = (url: string, database: string): string => {
+  const u = new URL(url)
+  u.pathname = `/${database}`
+  return u.toString()
+}
+
+/** Runs `f` on a short-lived client of `url`. */
+export const withClient = async <A>(url: string, f: (c: pg.Client) => Promise<A>): Promise<A> => {
+  const c = new pg.Client({ connectionString: url })
+  await c.connect()
+  try {
+    return await f(c)
+  } finally {
+    await c.end()
+  }
+}
+
+let counter = 0
+
+/** Creates a fresh database on the server; returns its URL. */
+export const createDatabase = async (serverUrl: string): Promise<string> => {
+  const name = `warp_bench_${process.pid}_${Date.now().toString(36)}_${counter++}`
+  await withClient(serverUrl, (c) => c.query(`CREATE DATABASE ${name}`))
+  return withDatabase(serverUrl, name)
+}
+
+/** Drops a database made by {@link createDatabase}. */
+export const dropDatabase = async (serverUrl: string, url: string): Promise<void> => {
+  const name = new URL(url).pathname.slice(1)
+  await withClient(serverUrl, (c) => c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`))
+}
+
+/** A fresh database for the duration of `f`. */
+export const withDatabase_ = async <A>(serverUrl: string, f: (url: string) => Promise<A>): Promise<A> => {
+  const url = await createDatabase(serverUrl)
+  try {
+    return await f(url)
+  } finally {
+    await dropDatabase(serverUrl, url)
+  }
+}
+export { withDatabase_ as withFreshDatabase }
+
+/** Server-side counters of one database. */
+export interface DbCounters {
+  /** Committed transactions (every autocommit statement is one). */
+  readonly xactCommit: number
+  /** Rows inserted + updated (+ deleted, reported apart) in user tables of every schema. */
+  readonly tupIns: number
+  readonly tupUpd: number
+  readonly tupDel: number
+}
+
+/**
+ * Reads the counters of `url`'s database. PostgreSQL publishes a backend's counters when it goes
+ * idle (at most once a second) or exits, so callers close their pools first, then call this.
+ */
+export const readCounters = (url: string): Promise<DbCounters> =>
+  withClient(url, async (c) => {
+    // let backends that just exited publish
+    await new Promise((r) => setTimeout(r, 300))
+    await c.query("SELECT pg_stat_clear_snapshot()")
+    const d = await c.query(`SELECT xact_commit::bigint AS x FROM pg_stat_database WHERE datname = current_database()`)
+    const t = await c.query(
+      `SELECT coalesce(sum(n_tup_ins),0)::bigint AS i, coalesce(sum(n_tup_upd),0)::bigint AS u, coalesce(sum(n_tup_del),0)::bigint AS d FROM pg_stat_user_tables`
+    )
+    return {
+      // this client's own two reads above are not the system's work
+      xactCommit: Number(d.rows[0].x),
+      tupIns: Number(t.rows[0].i),
+      tupUpd: Number(t.rows[0].u),
+      tupDel: Number(t.rows[0].d)
+    }
+  })
+
+/** The difference of two counter reads; the reading client's own transactions are taken out. */
+export const diffCounters = (a: DbCounters, b: DbCounters): DbCounters => ({
+  xactCommit: b.xactCommit - a.xactCommit - 3,
+  tupIns: b.tupIns - a.tupIns,
+  tupUpd: b.tupUpd - a.tupUpd,
+  tupDel: b.tupDel - a.tupDel
+})
+
+/** The server's version string, e.g. "17.5". */
+export const serverVersion = (url: string): Promise<string> => withClient(url, async (c) => String((await c.query("SHOW server_version")).rows[0].server_version))
+
+/** Backends connected to `url`'s database (from pg_stat_activity). */
+export const connectionsTo = (url: string, observer: pg.Client): Promise<number> =>
+  observer
+    .query(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()`, [new URL(url).pathname.slice(1)])
+    .then((r) => Number(r.rows[0].n))

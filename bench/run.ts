@@ -1,0 +1,385 @@
+/**
+ * The benchmark: this project side by side with graphile-worker and pg-boss on one PostgreSQL server.
+ *
+ *   npm run bench                       (from the repository root: installs bench deps, runs all)
+ *   BENCH_SCALE=0.2 npm run bench       quick run: job counts scaled down
+ *   BENCH_ROUNDS=5                      alternating rounds per scenario (default 3)
+ *   BENCH_ONLY=2,6                      only some scenarios
+ *   DATABASE_URL=postgres://...         use that server (default: an embedded one)
+ *
+ * Every measured run gets a fresh database. Within a scenario the systems run alternately, the order
+ * flipped every round (A B, B A, A B ...); medians over rounds are reported. Prints one table and
+ * writes results.json and results.svg next to this file.
+ */
+import { cpus } from "node:os"
+import { readFileSync, writeFileSync } from "node:fs"
+import { fileURLToPath } from "node:url"
+import pg from "pg"
+import { connectionsTo, serverVersion, startServer, withFreshDatabase } from "./lib/server.js"
+import { fmt, median, percentile } from "./lib/stats.js"
+import { type Panel, render } from "./lib/svg.js"
+import type { BacklogResult, BacklogSpec } from "./systems/common.js"
+import * as graphile from "./systems/graphile.js"
+import * as pgboss from "./systems/pgboss.js"
+import * as warp from "./systems/warp.js"
+
+const here = (p: string) => fileURLToPath(new URL(p, import.meta.url))
+const SCALE = Number(process.env.BENCH_SCALE ?? "1")
+const ROUNDS = Math.max(1, Number(process.env.BENCH_ROUNDS ?? "3"))
+const ONLY = process.env.BENCH_ONLY?.split(",").map((s) => s.trim())
+const scaled = (x: number) => Math.max(1, Math.round(x * SCALE))
+const enabled = (id: string) => ONLY === undefined || ONLY.includes(id)
+const log = (...xs: Array<unknown>) => console.error(`[bench ${((performance.now() - started) / 1000).toFixed(0)}s]`, ...xs)
+const started = performance.now()
+
+/** Deterministic pseudo-random numbers (mulberry32). */
+const rng = (seed: number) => () => {
+  seed |= 0
+  seed = (seed + 0x6d2b79f5) | 0
+  let t = Math.imul(seed ^ (seed >>> 15), 1 | seed)
+  t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t
+  return ((t ^ (t >>> 14)) >>> 0) / 4294967296
+}
+
+/** Runs `variants` alternately for ROUNDS rounds, flipping the order every round. */
+const alternate = async <V extends string, R>(variants: ReadonlyArray<V>, run: (v: V, round: number) => Promise<R>, rounds = ROUNDS) => {
+  const out = new Map<V, Array<R>>(variants.map((v) => [v, []]))
+  for (let round = 0; round < rounds; round++) {
+    const order = round % 2 === 0 ? variants : [...variants].reverse()
+    for (const v of order) {
+      const r = await run(v, round)
+      out.get(v)!.push(r)
+    }
+  }
+  return out
+}
+
+interface Row {
+  readonly scenario: string
+  readonly system: string
+  readonly metric: string
+  readonly value: string
+  readonly ratio?: string
+  readonly goal?: string
+  readonly met?: boolean
+}
+const rows: Array<Row> = []
+const panels: Array<Panel> = []
+const raw: Record<string, unknown> = {}
+const goals: Array<{ goal: string; measured: string; met: boolean }> = []
+
+const jps = (r: BacklogResult) => r.completed / (r.elapsedMs / 1000)
+const backlogSystems = { "warp-effect": warp.backlog, "graphile-worker": graphile.backlog, "pg-boss": pgboss.backlog } as const
+type SystemName = keyof typeof backlogSystems
+/** Scenario 2 also runs this project with slot reuse off, to show what the design does. */
+const contendedSystems = {
+  ...backlogSystems,
+  "warp-effect, slot reuse off": (url: string, spec: BacklogSpec) => warp.backlog(url, { ...spec, slotReuse: false })
+} as const
+type ContendedName = keyof typeof contendedSystems
+const peers = ["graphile-worker", "pg-boss"] as const
+
+const main = async () => {
+  const server = await startServer()
+  const pgVersion = await serverVersion(server.url)
+  log(`PostgreSQL ${pgVersion} (${server.embedded ? "embedded" : "DATABASE_URL"}), scale ${SCALE}, rounds ${ROUNDS}`)
+  const peerVersion = (name: string) => JSON.parse(readFileSync(here(`node_modules/${name}/package.json`), "utf8")).version as string
+  const meta = {
+    date: new Date().toISOString(),
+    cpus: cpus().length,
+    cpuModel: cpus()[0]?.model ?? "unknown",
+    node: process.version,
+    postgres: pgVersion,
+    server: server.embedded ? "embedded (fsync=off, synchronous_commit=off)" : "DATABASE_URL",
+    scale: SCALE,
+    rounds: ROUNDS,
+    peers: { "graphile-worker": peerVersion("graphile-worker"), "pg-boss": peerVersion("pg-boss") },
+    wallSeconds: 0
+  }
+  try {
+    // 1. keyless overhead
+    if (enabled("1")) {
+      const jobs = scaled(20_000)
+      const rounds = ROUNDS
+      log(`1. keyless overhead: ${jobs} no-op jobs, addon registered vs not, ${rounds} rounds`)
+      const spec = (addon: boolean): BacklogSpec => ({ jobs, keyOf: () => undefined, limit: 1, workers: 8, handlerMs: 0, capMs: 90_000, pollMs: 100, addon })
+      const res = await alternate(
+        ["without addon", "with addon"] as const,
+        (v) =>
+          withFreshDatabase(server.url, (url) => warp.backlog(url, spec(v === "with addon"))).then((r) => {
+            log(`   ${v}: ${fmt(jps(r))} jobs/s, ${fmt(r.cpuMs! / r.completed)} ms CPU per job`)
+            return r
+          }),
+        rounds
+      )
+      const w = res.get("without addon")!
+      const a = res.get("with addon")!
+      // paired by round (the order flips every round, so a drift of the machine cancels out)
+      const timeRatio = median(w.map((x, i) => jps(x) / jps(a[i]!)))
+      const cpuRatio = median(w.map((x, i) => a[i]!.cpuMs! / a[i]!.completed / (x.cpuMs! / x.completed)))
+      raw["1"] = Object.fromEntries(res)
+      rows.push({ scenario: "1 keyless", system: "warp-effect, no addon", metric: "jobs/s; CPU ms/job", value: `${fmt(median(w.map(jps)))}; ${fmt(median(w.map((x) => x.cpuMs! / x.completed)))}` })
+      rows.push({
+        scenario: "1 keyless",
+        system: "warp-effect, addon registered",
+        metric: "jobs/s; CPU ms/job",
+        value: `${fmt(median(a.map(jps)))}; ${fmt(median(a.map((x) => x.cpuMs! / x.completed)))}`,
+        ratio: `${fmt(timeRatio, 4)}× time, ${fmt(cpuRatio, 4)}× CPU`,
+        goal: "≤ 1.02",
+        met: timeRatio <= 1.02
+      })
+      goals.push({ goal: "1. keyless overhead ratio ≤ 1.02", measured: `${fmt(timeRatio, 4)} (time, median of ${rounds} paired rounds); ${fmt(cpuRatio, 4)} (CPU per job)`, met: timeRatio <= 1.02 })
+      panels.push({
+        title: `1. Keyless: ${jobs.toLocaleString("en-US")} no-op jobs, 8 fibers`,
+        unit: "jobs/s, median",
+        bars: [
+          { label: "warp-effect without addon", value: median(w.map(jps)), note: fmt(median(w.map(jps))), ours: true },
+          { label: "warp-effect with addon", value: median(a.map(jps)), note: `${fmt(median(a.map(jps)))} (paired time ratio ${fmt(timeRatio, 4)})`, ours: true }
+        ]
+      })
+    }
+
+    // 2 + 5. contended Wait
+    const contended: Record<number, Map<ContendedName, Array<BacklogResult>>> = {}
+    if (enabled("2") || enabled("5")) {
+      const jobs = scaled(5_000)
+      for (const limit of [1, 5]) {
+        log(`2. contended Wait: ${jobs} jobs on 1 key, limit ${limit}, 8 workers`)
+        const res = await alternate(Object.keys(contendedSystems) as Array<ContendedName>, (s) =>
+          withFreshDatabase(server.url, (url) =>
+            contendedSystems[s](url, { jobs, keyOf: () => "k", limit, workers: 8, handlerMs: 0, capMs: 10_000, pollMs: 100 })
+          ).then((r) => {
+            log(`   ${s}: ${r.completed} in ${(r.elapsedMs / 1000).toFixed(1)} s = ${fmt(jps(r))} jobs/s, requeues ${r.requeues}, max holders ${r.maxHolders}`)
+            if (r.maxHolders > limit) throw new Error(`${s} ran ${r.maxHolders} jobs of one key at once (limit ${limit})`)
+            return r
+          })
+        )
+        contended[limit] = res
+        raw[`2.limit${limit}`] = Object.fromEntries(res)
+        const med = (s: ContendedName) => median(res.get(s)!.map(jps))
+        const ours = med("warp-effect")
+        const best = Math.max(...peers.map(med))
+        const ratio = ours / best
+        for (const s of Object.keys(contendedSystems) as Array<ContendedName>) {
+          rows.push({
+            scenario: `2 contended, limit ${limit}`,
+            system: s === "graphile-worker" ? `graphile-worker (${limit === 1 ? "queue_name" : "5 queues round-robin"})` : s === "pg-boss" ? `pg-boss (groupConcurrency ${limit})` : s,
+            metric: "jobs/s",
+            value: fmt(med(s)),
+            ...(s === "warp-effect" ? { ratio: `${fmt(ratio)}× best peer`, goal: "≥ 3", met: ratio >= 3 } : s === "warp-effect, slot reuse off" ? { ratio: `${fmt(med(s) / best)}× best peer` } : {})
+          })
+        }
+        goals.push({ goal: `2. contended Wait, limit ${limit}: ≥ 3× best peer`, measured: `${fmt(ratio)}×`, met: ratio >= 3 })
+        panels.push({
+          title: `2. Contended: ${jobs.toLocaleString("en-US")} jobs on one key, limit ${limit}, 8 workers`,
+          unit: "jobs/s",
+          bars: (Object.keys(contendedSystems) as Array<ContendedName>).map((s) => ({ label: s, value: med(s), note: fmt(med(s)), ours: s.startsWith("warp-effect") }))
+        })
+      }
+    }
+
+    // 3. many keys
+    if (enabled("3")) {
+      const jobs = scaled(20_000)
+      const keys = scaled(1_000)
+      const random = rng(42)
+      const keyOfJob = Array.from({ length: jobs }, () => `k${Math.floor(random() * keys)}`)
+      log(`3. many keys: ${jobs} jobs over ${keys} keys, limit 1 Wait`)
+      const res = await alternate(Object.keys(backlogSystems) as Array<SystemName>, (s) =>
+        withFreshDatabase(server.url, (url) =>
+          backlogSystems[s](url, { jobs, keyOf: (i) => keyOfJob[i], limit: 1, workers: 8, handlerMs: 0, capMs: 15_000, pollMs: 100 })
+        ).then((r) => {
+          log(`   ${s}: ${r.completed} in ${(r.elapsedMs / 1000).toFixed(1)} s = ${fmt(jps(r))} jobs/s, requeues ${r.requeues}`)
+          if (r.maxHolders > 1) throw new Error(`${s} ran ${r.maxHolders} jobs of one key at once`)
+          return r
+        })
+      )
+      raw["3"] = Object.fromEntries(res)
+      const med = (s: SystemName) => median(res.get(s)!.map(jps))
+      const ratio = med("warp-effect") / Math.max(med("graphile-worker"), med("pg-boss"))
+      for (const s of Object.keys(backlogSystems) as Array<SystemName>) {
+        rows.push({
+          scenario: "3 many keys",
+          system: s,
+          metric: "jobs/s",
+          value: fmt(med(s)),
+          ...(s === "warp-effect"
+            ? { ratio: `${fmt(ratio)}× best peer; ${fmt(median(res.get(s)!.map((r) => r.requeues / Math.max(1, r.succeeded))))} requeues/job` }
+            : {})
+        })
+      }
+      panels.push({
+        title: `3. Many keys: ${jobs.toLocaleString("en-US")} jobs over ${keys.toLocaleString("en-US")} keys, limit 1`,
+        unit: "jobs/s",
+        bars: (Object.keys(backlogSystems) as Array<SystemName>).map((s) => ({ label: s, value: med(s), note: fmt(med(s)), ours: s === "warp-effect" }))
+      })
+    }
+
+    // 4. dedupe Skip
+    if (enabled("4")) {
+      const random = rng(7)
+      const keys = 100
+      const enqueues = scaled(10_000)
+      const keyOfEnqueue = Array.from({ length: enqueues }, () => `k${Math.floor(random() * keys)}`)
+      const spec = { enqueues, keys, keyOf: (i: number) => keyOfEnqueue[i]!, producers: 4, workers: 8, handlerMs: 10, pollMs: 100, capMs: 120_000 }
+      log(`4. dedupe Skip: ${spec.enqueues} enqueues over ${spec.keys} keys, handlers of ${spec.handlerMs} ms`)
+      const systems = { "warp-effect": warp.dedupe, "pg-boss": pgboss.dedupe } as const
+      const res = await alternate(Object.keys(systems) as Array<keyof typeof systems>, (s) =>
+        withFreshDatabase(server.url, (url) => systems[s](url, spec)).then((r) => {
+          const runs = [...r.runsPerKey.values()]
+          const total = runs.reduce((a, b) => a + b, 0)
+          log(`   ${s}: ran ${total} (per key median ${median(runs)}), accepted ${r.accepted}, states ${JSON.stringify(r.states)}, enqueue ${(r.enqueueMs / 1000).toFixed(1)} s, settled ${(r.settleMs / 1000).toFixed(1)} s, max holders ${r.maxHolders}`)
+          if (r.maxHolders > 1) throw new Error(`${s} ran ${r.maxHolders} jobs of one key at once`)
+          return { ...r, total, perKeyMedian: median(runs), perKeyMin: Math.min(...runs), perKeyMax: Math.max(...runs), runsPerKey: undefined }
+        })
+      )
+      raw["4"] = Object.fromEntries(res)
+      for (const s of Object.keys(systems) as Array<keyof typeof systems>) {
+        const rs = res.get(s)!
+        rows.push({
+          scenario: "4 dedupe Skip",
+          system: s === "pg-boss" ? "pg-boss (exclusive queue + singletonKey)" : "warp-effect (Mutex, Skip)",
+          metric: "runs per key (median; min–max)",
+          value: `${fmt(median(rs.map((r) => r.perKeyMedian)))}; ${median(rs.map((r) => r.perKeyMin))}–${median(rs.map((r) => r.perKeyMax))}`
+        })
+        rows.push({
+          scenario: "4 dedupe Skip",
+          system: s,
+          metric: s === "pg-boss" ? "sends refused / enqueue s / settled s" : "skipped (Deleted) / enqueue s / settled s",
+          value: `${fmt(median(rs.map((r) => (s === "pg-boss" ? spec.enqueues - r.accepted : Number((r.states as any).Deleted ?? 0)))))} / ${fmt(median(rs.map((r) => r.enqueueMs / 1000)))} / ${fmt(median(rs.map((r) => r.settleMs / 1000)))}`
+        })
+      }
+      panels.push({
+        title: `4. Dedupe: ${spec.enqueues.toLocaleString("en-US")} enqueues over ${spec.keys} keys while ${spec.handlerMs} ms handlers run`,
+        unit: "runs per key, median (fewer = more duplicates dropped)",
+        better: "neither",
+        bars: (Object.keys(systems) as Array<keyof typeof systems>).map((s) => {
+          const v = median(res.get(s)!.map((r) => r.perKeyMedian))
+          return { label: s, value: v, note: `${fmt(v)} (settled in ${fmt(median(res.get(s)!.map((r) => r.settleMs / 1000)))} s)`, ours: s === "warp-effect" }
+        })
+      })
+    }
+
+    // 5. wasted pickups and writes (from scenario 2's runs)
+    if (enabled("5") && contended[1] !== undefined) {
+      const writeBars: Array<Panel["bars"][number]> = []
+      const xactBars: Array<Panel["bars"][number]> = []
+      for (const limit of [1, 5]) {
+        for (const s of Object.keys(contendedSystems) as Array<ContendedName>) {
+          const rs = contended[limit]!.get(s)!
+          const perJob = (f: (r: BacklogResult) => number) => median(rs.map((r) => f(r) / Math.max(1, r.succeeded)))
+          const requeues = perJob((r) => r.requeues)
+          const writes = perJob((r) => r.db.tupIns + r.db.tupUpd)
+          const writesAll = perJob((r) => r.db.tupIns + r.db.tupUpd + r.db.tupDel)
+          const xact = perJob((r) => r.db.xactCommit)
+          rows.push({
+            scenario: `5 cost, limit ${limit}`,
+            system: s,
+            metric: "requeues / ins+upd / +del / xact per job",
+            value: `${s.startsWith("warp-effect") ? fmt(requeues) : "n/a"} / ${fmt(writes)} / ${fmt(writesAll)} / ${fmt(xact)}`,
+            ...(s === "warp-effect" ? { goal: "requeues ≤ 1", met: requeues <= 1 } : {})
+          })
+          if (s === "warp-effect") goals.push({ goal: `5. requeues per succeeded job, limit ${limit} ≤ 1`, measured: fmt(requeues), met: requeues <= 1 })
+          writeBars.push({ label: `${s}, limit ${limit}`, value: writesAll, note: fmt(writesAll), ours: s.startsWith("warp-effect") })
+          xactBars.push({ label: `${s}, limit ${limit}`, value: xact, note: fmt(xact), ours: s.startsWith("warp-effect") })
+        }
+      }
+      panels.push(
+        { title: "5. Database row writes per succeeded job (scenario 2)", unit: "row inserts+updates+deletes", better: "lower", bars: writeBars },
+        { title: "5. Transactions per succeeded job (scenario 2)", unit: "xact_commit", better: "lower", bars: xactBars }
+      )
+    }
+
+    // 6. latency
+    const multiplexAvailable = readFileSync(here("../src/semaphore/SemaphoreProviderPg.ts"), "utf8").includes("multiplex")
+    if (enabled("6")) {
+      const variants = [{ name: "default", options: {} }, ...(multiplexAvailable ? [{ name: "multiplex", options: { multiplex: { connections: 4 } } }] : [])]
+      const spec = { iterations: scaled(3_000), block: 100, limits: [1, 5], variants }
+      log(`6. acquire/release latency: ${spec.iterations} of each, in alternating blocks of ${spec.block} (${variants.map((v) => v.name).join(", ")})`)
+      const samples = await withFreshDatabase(server.url, (url) => warp.latency(url, spec))
+      const s1 = samples.get("select1")!
+      const base = median(s1)
+      const stats: Record<string, unknown> = {}
+      const bars: Panel["bars"][number][] = [{ label: "SELECT 1", value: base, note: `${fmt(base)} ms`, ours: false }]
+      rows.push({ scenario: "6 latency", system: "SELECT 1 (one round trip)", metric: "p50 / p99 ms", value: `${fmt(base)} / ${fmt(percentile(s1, 99))}` })
+      for (const v of variants) {
+        for (const limit of spec.limits) {
+          const tag = `${v.name}:${limit}`
+          const a = samples.get(`acquire:${tag}`)!
+          const r = samples.get(`release:${tag}`)!
+          stats[tag] = { acquireP50: median(a), acquireP99: percentile(a, 99), releaseP50: median(r), releaseP99: percentile(r, 99) }
+          for (const [what, xs] of [["acquire", a], ["release", r]] as const) {
+            rows.push({
+              scenario: "6 latency",
+              system: `PG provider ${v.name}, ${what}, limit ${limit}`,
+              metric: "p50 / p99 ms",
+              value: `${fmt(median(xs))} / ${fmt(percentile(xs, 99))}`,
+              ratio: `${fmt(median(xs) / base)}× SELECT 1`
+            })
+            bars.push({ label: `${v.name} ${what}, limit ${limit}`, value: median(xs), note: `${fmt(median(xs))} ms (×${fmt(median(xs) / base)})`, ours: true })
+          }
+        }
+      }
+      raw["6"] = { select1P50: base, select1P99: percentile(s1, 99), ...stats }
+      panels.push({ title: "6. PG semaphore provider latency vs one SELECT 1", unit: "ms, median", better: "lower", bars })
+    }
+
+    // 7. connections while holding slots
+    if (enabled("7")) {
+      const slots = scaled(1_000)
+      const variants = multiplexAvailable ? (["default", "multiplex (4 connections)"] as const) : (["default"] as const)
+      log(`7. connections while ${slots} slots are held (${variants.join(", ")})`)
+      const res = await alternate(variants as ReadonlyArray<string>, (v) =>
+        withFreshDatabase(server.url, async (url) => {
+          const observer = new pg.Client({ connectionString: url })
+          await observer.connect()
+          try {
+            const r = await warp.connectionsWhileHolding(url, () => connectionsTo(url, observer), {
+              slots,
+              ...(v === "default" ? {} : { multiplex: { connections: 4 } })
+            })
+            log(`   ${v}: held ${r.held}, connections ${r.during}, acquired in ${(r.acquireMs / 1000).toFixed(1)} s`)
+            return r
+          } catch (e) {
+            log(`   ${v}: failed: ${String((e as Error)?.message ?? e)}`)
+            return { held: 0, during: Number.NaN, acquireMs: Number.NaN, error: String((e as Error)?.message ?? e) }
+          } finally {
+            await observer.end()
+          }
+        })
+      )
+      raw["7"] = Object.fromEntries(res)
+      const bars: Panel["bars"][number][] = []
+      for (const v of variants) {
+        const rs = res.get(v)!
+        const conns = median(rs.map((r) => r.during))
+        rows.push({ scenario: "7 connections", system: `warp-effect PG provider, ${v}`, metric: `connections while ${slots} slots held`, value: `${fmt(conns)} (held ${median(rs.map((r) => r.held))})` })
+        bars.push({ label: v, value: conns, note: fmt(conns), ours: true })
+      }
+      if (!multiplexAvailable) rows.push({ scenario: "7 connections", system: "multiplex mode", metric: "—", value: "not in this tree" })
+      panels.push({ title: `7. PostgreSQL connections while ${slots.toLocaleString("en-US")} slots are held in one process`, unit: "backends", better: "lower", bars })
+    }
+  } finally {
+    await server.stop()
+  }
+  meta.wallSeconds = Math.round((performance.now() - started) / 1000)
+
+  // the table
+  const header = ["scenario", "system", "metric", "median", "ratio", "goal", "met"]
+  const table = [
+    `| ${header.join(" | ")} |`,
+    `|${header.map(() => "---").join("|")}|`,
+    ...rows.map((r) => `| ${[r.scenario, r.system, r.metric, r.value, r.ratio ?? "", r.goal ?? "", r.met === undefined ? "" : r.met ? "yes" : "no"].join(" | ")} |`)
+  ].join("\n")
+  const summary = `${meta.date.slice(0, 10)}, ${meta.cpus} CPUs (${meta.cpuModel}), Node ${meta.node}, PostgreSQL ${meta.postgres} ${meta.server}, graphile-worker ${meta.peers["graphile-worker"]}, pg-boss ${meta.peers["pg-boss"]}, scale ${SCALE}, ${ROUNDS} rounds, wall ${meta.wallSeconds} s`
+  console.log(`\n${summary}\n\n${table}\n`)
+  for (const g of goals) console.log(`goal ${g.met ? "met    " : "NOT met"}: ${g.goal} — measured ${g.measured}`)
+  writeFileSync(here("results.json"), JSON.stringify({ meta, goals, rows, raw }, null, 2) + "\n")
+  writeFileSync(here("results.svg"), render("warp-effect vs graphile-worker vs pg-boss", summary, panels))
+  console.log(`\nwrote bench/results.json and bench/results.svg`)
+}
+
+main().catch((e) => {
+  console.error(e)
+  process.exit(1)
+})

@@ -1,0 +1,77 @@
+/** What every system adapter runs, and what it reports. */
+import type { DbCounters } from "../lib/server.js"
+
+/** A backlog run: `jobs` rows enqueued up front, then workers drain them (or the cap ends the run). */
+export interface BacklogSpec {
+  readonly jobs: number
+  /** The key of job `i` (undefined: keyless). */
+  readonly keyOf: (i: number) => string | undefined
+  /** Jobs of one key running at once. */
+  readonly limit: number
+  /** Worker slots (fibers / concurrency) in the one worker process. */
+  readonly workers: number
+  /** Handler time (0: no-op). */
+  readonly handlerMs: number
+  /** The run stops here even if jobs are left. */
+  readonly capMs: number
+  /** Idle poll interval of the worker. */
+  readonly pollMs: number
+  /** Register the concurrency addon (warp only; scenario 1). */
+  readonly addon?: boolean
+  /** warp only: `false` turns the worker's slot reuse off. */
+  readonly slotReuse?: boolean
+}
+
+/** A dedupe run: producers enqueue `enqueues` jobs (key of job i: `keyOf(i)`) while the worker runs. */
+export interface DedupeSpec {
+  readonly enqueues: number
+  readonly keys: number
+  readonly keyOf: (i: number) => string
+  readonly producers: number
+  readonly workers: number
+  readonly handlerMs: number
+  readonly pollMs: number
+  readonly capMs: number
+}
+
+/** What a backlog run measured. */
+export interface BacklogResult {
+  /** Handler completions inside the window. */
+  readonly completed: number
+  readonly elapsedMs: number
+  /** Worst number of handlers of one key running at once (checked at every instant). */
+  readonly maxHolders: number
+  /** Immediate requeues (warp: Wait-mode "full" pickups). */
+  readonly requeues: number
+  /** Succeeded jobs as the system's own tables say. */
+  readonly succeeded: number
+  /** CPU time of this (the worker's) process over the window, ms (warp only). */
+  readonly cpuMs?: number
+  /** Server counters over the processing window (workers started .. workers stopped). */
+  readonly db: DbCounters
+}
+
+/** Counts live handlers per key at every instant. */
+export class Holders {
+  private readonly live = new Map<string, number>()
+  max = 0
+  completed = 0
+  enter(key: string | undefined) {
+    if (key === undefined) return
+    const n = (this.live.get(key) ?? 0) + 1
+    this.live.set(key, n)
+    if (n > this.max) this.max = n
+  }
+  exit(key: string | undefined) {
+    this.completed++
+    if (key !== undefined) this.live.set(key, (this.live.get(key) ?? 1) - 1)
+  }
+}
+
+export const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms))
+
+/** Resolves when `done()` turns true (checked every 2 ms) or after `capMs`; returns the elapsed ms. */
+export const waitUntil = async (done: () => boolean, capMs: number, t0 = performance.now()): Promise<number> => {
+  while (!done() && performance.now() - t0 < capMs) await sleep(2)
+  return performance.now() - t0
+}

@@ -1,0 +1,55 @@
+/** graphile-worker: per-key serialisation is `queue_name` (one job of a queue runs at a time). */
+import { Logger, makeWorkerUtils, run } from "graphile-worker"
+import { diffCounters, readCounters, withClient } from "../lib/server.js"
+import { type BacklogResult, type BacklogSpec, Holders, waitUntil } from "./common.js"
+
+export const name = "graphile-worker"
+
+const silent = new Logger(() => () => {})
+
+/**
+ * The queue of job `i`. graphile-worker's queues are serial, so a limit of N on key k is modelled as
+ * N queues `k#0..k#{N-1}` filled round-robin (the same key never runs more than N at once).
+ */
+const queueOf = (spec: BacklogSpec, i: number): string | undefined => {
+  const key = spec.keyOf(i)
+  return key === undefined ? undefined : spec.limit === 1 ? key : `${key}#${i % spec.limit}`
+}
+
+export const backlog = async (url: string, spec: BacklogSpec): Promise<BacklogResult> => {
+  const utils = await makeWorkerUtils({ connectionString: url, logger: silent })
+  await utils.migrate()
+  for (let start = 0; start < spec.jobs; start += 2000) {
+    const specs = []
+    for (let i = start; i < Math.min(spec.jobs, start + 2000); i++) {
+      const queueName = queueOf(spec, i)
+      specs.push({ identifier: "bench", payload: { i, key: spec.keyOf(i) }, ...(queueName === undefined ? {} : { queueName }) })
+    }
+    await utils.addJobs(specs)
+  }
+  await utils.release()
+  const before = await readCounters(url)
+  const holders = new Holders()
+  const t0 = performance.now()
+  const runner = await run({
+    connectionString: url,
+    concurrency: spec.workers,
+    pollInterval: spec.pollMs,
+    noHandleSignals: true,
+    logger: silent,
+    maxPoolSize: spec.workers + 2,
+    taskList: {
+      bench: async (payload: any) => {
+        holders.enter(payload.key)
+        if (spec.handlerMs > 0) await new Promise((r) => setTimeout(r, spec.handlerMs))
+        holders.exit(payload.key)
+      }
+    }
+  })
+  const elapsedMs = await waitUntil(() => holders.completed >= spec.jobs, spec.capMs, t0)
+  await runner.stop()
+  const after = await readCounters(url)
+  // completed jobs are deleted by graphile-worker
+  const left = await withClient(url, async (c) => Number((await c.query(`SELECT count(*)::int AS n FROM graphile_worker.jobs`)).rows[0].n))
+  return { completed: holders.completed, elapsedMs, maxHolders: holders.max, requeues: 0, succeeded: spec.jobs - left, db: diffCounters(before, after) }
+}

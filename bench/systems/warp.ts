@@ -1,0 +1,242 @@
+/** This project, driven through its public modules (imported from ../src). */
+import * as PgClient from "@effect/sql-pg/PgClient"
+import * as SqlClient from "@effect/sql/SqlClient"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Layer from "effect/Layer"
+import * as Redacted from "effect/Redacted"
+import * as Schema from "effect/Schema"
+import * as Scope from "effect/Scope"
+import * as Concurrency from "../../src/concurrency/ConcurrencyAddon.js"
+import * as Contract from "../../src/job/Contract.js"
+import * as Handler from "../../src/job/Handler.js"
+import * as JobId from "../../src/job/JobId.js"
+import { JobParameters } from "../../src/job/JobParameters.js"
+import * as Publisher from "../../src/job/Publisher.js"
+import * as Registry from "../../src/job/Registry.js"
+import * as Worker from "../../src/job/Worker.js"
+import * as JobMetadata from "../../src/policy/JobMetadata.js"
+import * as SemaphoreProviderPg from "../../src/semaphore/SemaphoreProviderPg.js"
+import { JobStore } from "../../src/store/JobStore.js"
+import * as JobStorePg from "../../src/store/JobStorePg.js"
+import { diffCounters, readCounters, withClient } from "../lib/server.js"
+import { type BacklogResult, type BacklogSpec, type DedupeSpec, Holders, sleep, waitUntil } from "./common.js"
+
+export const name = "warp-effect"
+
+const BenchJob = Contract.job("BenchJob", Schema.Struct({ i: Schema.Number, key: Schema.optional(Schema.String) }))
+
+const pgLayer = (url: string, maxConnections: number) =>
+  PgClient.layer({ url: Redacted.make(url), maxConnections, idleTimeout: "30 seconds" })
+
+const handlerOf = (holders: Holders, handlerMs: number, onRun?: (i: number, key: string | undefined) => void) =>
+  Handler.job(BenchJob, ({ i, key }) =>
+    Effect.acquireUseRelease(
+      Effect.sync(() => holders.enter(key)),
+      () => (handlerMs > 0 ? Effect.sleep(handlerMs) : Effect.void),
+      () => Effect.sync(() => {
+        holders.exit(key)
+        onRun?.(i, key)
+      })
+    )
+  )
+
+/** The worker environment: store, registry and (optionally) the concurrency addon on the PG provider. */
+const env = (url: string, handlers: ReadonlyArray<Handler.JobHandler<any, any, never>>, addon: boolean, maxConnections: number) => {
+  const core = Publisher.layer.pipe(Layer.provideMerge(Registry.layer({ handlers })))
+  const withAddon = addon
+    ? core.pipe(Layer.provideMerge(Concurrency.layer), Layer.provideMerge(SemaphoreProviderPg.layer()))
+    : core
+  return withAddon.pipe(Layer.provideMerge(JobStorePg.layer), Layer.provideMerge(pgLayer(url, maxConnections)))
+}
+
+const paramsOf = (key: string | undefined, limit: number, mode: "Wait" | "Skip") =>
+  key === undefined ? JobParameters.make() : JobParameters.make().withSemaphore(key, limit, mode)
+
+/** Inserts the backlog the way `Publisher.enqueue` writes each row, 2,000 rows a statement. */
+const insertBacklog = (spec: BacklogSpec) =>
+  Effect.gen(function* () {
+    const store = yield* JobStore
+    const now = new Date()
+    for (let start = 0; start < spec.jobs; start += 2000) {
+      const rows = []
+      for (let i = start; i < Math.min(spec.jobs, start + 2000); i++) {
+        const key = spec.keyOf(i)
+        rows.push({
+          id: JobId.make(),
+          type: BenchJob.name,
+          handler: null,
+          payload: key === undefined ? { i } : { i, key },
+          state: "Enqueued" as const,
+          scheduleTime: now,
+          metadata: JobMetadata.encode(Publisher.publishMetadata(BenchJob, paramsOf(key, spec.limit, "Wait"), now))
+        })
+      }
+      yield* store.insert(rows)
+    }
+  })
+
+const tableCounts = (url: string) =>
+  withClient(url, async (c) => {
+    const r = await c.query(`SELECT key, value::bigint AS v FROM warp_counters WHERE key IN ('stats:requeued', 'stats:succeeded')`)
+    const m = new Map(r.rows.map((x: any) => [x.key as string, Number(x.v)]))
+    return { requeued: m.get("stats:requeued") ?? 0, succeeded: m.get("stats:succeeded") ?? 0 }
+  })
+
+/** Drains a backlog with one worker process of `spec.workers` fibers. */
+export const backlog = async (url: string, spec: BacklogSpec): Promise<BacklogResult> => {
+  const addon = spec.addon ?? true
+  const holders = new Holders()
+  const handlers = [handlerOf(holders, spec.handlerMs)]
+  const pool = spec.workers * 2 + Math.max(4, spec.limit)
+  await Effect.runPromise(insertBacklog(spec).pipe(Effect.provide(env(url, handlers, addon, 4))))
+  const before = await readCounters(url)
+  let elapsedMs = 0
+  let cpuMs = 0
+  await Effect.runPromise(
+    Effect.scoped(
+      Effect.gen(function* () {
+        const t0 = performance.now()
+        const cpu0 = process.cpuUsage()
+        yield* Worker.make({ concurrency: spec.workers, pollInterval: spec.pollMs, ...(spec.slotReuse === false ? { slotReuse: false } : {}) })
+        elapsedMs = yield* Effect.promise(() => waitUntil(() => holders.completed >= spec.jobs, spec.capMs, t0))
+        const cpu = process.cpuUsage(cpu0)
+        cpuMs = (cpu.user + cpu.system) / 1000
+      })
+    ).pipe(Effect.provide(env(url, handlers, addon, pool)))
+  )
+  const after = await readCounters(url)
+  const counts = await tableCounts(url)
+  return {
+    completed: holders.completed,
+    elapsedMs,
+    maxHolders: holders.max,
+    requeues: counts.requeued,
+    succeeded: counts.succeeded,
+    cpuMs,
+    db: diffCounters(before, after)
+  }
+}
+
+/** Dedupe (Skip): producers enqueue `enqueues` Mutex(key) jobs while the worker runs them. */
+export const dedupe = async (
+  url: string,
+  spec: DedupeSpec
+) => {
+  const holders = new Holders()
+  const runsPerKey = new Map<string, number>()
+  const handlers = [handlerOf(holders, spec.handlerMs, (_, key) => runsPerKey.set(key!, (runsPerKey.get(key!) ?? 0) + 1))]
+  let enqueueMs = 0
+  let settleMs = 0
+  await Effect.runPromise(
+    Effect.scoped(
+      Effect.gen(function* () {
+        const publisher = yield* Publisher.Publisher
+        const store = yield* JobStore
+        yield* Worker.make({ concurrency: spec.workers, pollInterval: spec.pollMs })
+        const t0 = performance.now()
+        let next = 0
+        const producer = Effect.gen(function* () {
+          while (next < spec.enqueues) {
+            const i = next++
+            const key = spec.keyOf(i)
+            yield* publisher.enqueue(BenchJob, { i, key }, JobParameters.make().withMutex(key))
+          }
+        })
+        yield* Effect.all(Array.from({ length: spec.producers }, () => producer), { concurrency: "unbounded" })
+        enqueueMs = performance.now() - t0
+        // settled: nothing pending or processing
+        while (performance.now() - t0 < spec.capMs) {
+          const c = yield* store.countByState
+          if (c.Enqueued + c.Scheduled + c.Processing === 0) break
+          yield* Effect.sleep("20 millis")
+        }
+        settleMs = performance.now() - t0
+      })
+    ).pipe(Effect.provide(env(url, handlers, true, spec.workers * 2 + spec.producers + 4)))
+  )
+  const final = await withClient(url, async (c) => (await c.query(`SELECT state, count(*)::int AS n FROM warp_jobs GROUP BY state`)).rows)
+  return { runsPerKey, maxHolders: holders.max, enqueueMs, settleMs, accepted: spec.enqueues, states: Object.fromEntries(final.map((r: any) => [r.state, r.n])) }
+}
+
+export { sleep }
+
+/**
+ * Latency in ms of one `SELECT 1`, and of acquire / release of one PG slot (release = closing the
+ * scope that holds it), for each provider variant, in alternating blocks.
+ */
+export const latency = async (
+  url: string,
+  spec: { iterations: number; block: number; limits: ReadonlyArray<number>; variants: ReadonlyArray<{ name: string; options: object }> }
+) => {
+  const samples = new Map<string, Array<number>>()
+  const push = (k: string, ms: number) => {
+    const a = samples.get(k) ?? []
+    a.push(ms)
+    samples.set(k, a)
+  }
+  await Effect.runPromise(
+    Effect.gen(function* () {
+      const providers = yield* Effect.forEach(spec.variants, (v) => SemaphoreProviderPg.make(v.options as any))
+      const sql = yield* SqlClient.SqlClient
+      const once = (provider: (typeof providers)[number], name: string, limit: number, tag?: string) =>
+        Effect.gen(function* () {
+          const scope = yield* Scope.make()
+          const t0 = performance.now()
+          const slot = yield* provider.tryAcquire(name, limit, 0).pipe(Scope.extend(scope))
+          const t1 = performance.now()
+          if (slot._tag !== "Some") return yield* Effect.dieMessage("slot unexpectedly full")
+          yield* Scope.close(scope, Exit.void)
+          const t2 = performance.now()
+          if (tag !== undefined) {
+            push(`acquire:${tag}`, t1 - t0)
+            push(`release:${tag}`, t2 - t1)
+          }
+        })
+      // warm the pool and the code paths
+      for (let i = 0; i < 50; i++) {
+        yield* sql`SELECT 1`
+        for (const p of providers) yield* once(p, "bench:latency:warm", 1)
+      }
+      for (let done = 0; done < spec.iterations; done += spec.block) {
+        for (let i = 0; i < spec.block; i++) {
+          const t0 = performance.now()
+          yield* sql`SELECT 1`
+          push("select1", performance.now() - t0)
+        }
+        for (const [v, provider] of providers.entries()) {
+          for (const limit of spec.limits) {
+            for (let i = 0; i < spec.block; i++) yield* once(provider, `bench:latency:${v}:${limit}`, limit, `${spec.variants[v]!.name}:${limit}`)
+          }
+        }
+      }
+    }).pipe(Effect.scoped, Effect.provide(pgLayer(url, 16)))
+  )
+  return samples
+}
+
+/** Backends connected while `slots` slots (one key each) are held in this process. */
+export const connectionsWhileHolding = async (
+  url: string,
+  observe: () => Promise<number>,
+  spec: { slots: number; multiplex?: { connections: number } }
+) => {
+  let held = 0
+  let during = 0
+  let acquireMs = 0
+  await Effect.runPromise(
+    Effect.gen(function* () {
+      const provider = yield* SemaphoreProviderPg.make(spec.multiplex === undefined ? {} : ({ multiplex: spec.multiplex } as any))
+      const t0 = performance.now()
+      const slots = yield* Effect.forEach(
+        Array.from({ length: spec.slots }, (_, i) => i),
+        (i) => provider.tryAcquire(`bench:hold:${i}`, 1, 0),
+        { concurrency: 50 }
+      )
+      acquireMs = performance.now() - t0
+      held = slots.filter((s) => s._tag === "Some").length
+      during = yield* Effect.promise(observe)
+    }).pipe(Effect.scoped, Effect.provide(pgLayer(url, spec.slots + 20)))
+  )
+  return { held, during, acquireMs }
+}
