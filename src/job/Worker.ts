@@ -61,6 +61,11 @@ export interface WorkerOptions {
    * admin limit change applies at the next release. `false` turns it off.
    */
   readonly slotReuse?: false | { readonly maxJobs?: number; readonly maxDuration?: Duration.DurationInput }
+  /**
+   * Most rows one fiber claims per fetch (default 8). A fiber starts at 1 and doubles while full
+   * batches of quick jobs run uncontended; 1 turns batching off (one claim per attempt).
+   */
+  readonly maxBatch?: number
 }
 
 /**
@@ -161,6 +166,7 @@ export const make = (options: WorkerOptions = {}): Effect.Effect<WorkerHandle, n
     const grace = Duration.decode(options.gracePeriod ?? "10 seconds")
     const inFlight = new Set<string>()
     const stopping = yield* Deferred.make<void>()
+    const maxBatch = Math.max(1, Math.floor(options.maxBatch ?? BATCH_MAX))
     const reuse =
       options.slotReuse === false
         ? undefined
@@ -451,7 +457,7 @@ export const make = (options: WorkerOptions = {}): Effect.Effect<WorkerHandle, n
           }
           if (fetched > 0) {
             const quick = (yield* Clock.currentTimeMillis) - started < BATCH_QUICK_MS * fetched
-            batch = smooth && quick && fetched === batch ? Math.min(BATCH_MAX, batch * 2) : 1
+            batch = smooth && quick && fetched === batch ? Math.min(maxBatch, batch * 2) : 1
           }
           // An immediate requeue for another reason is due again at once: back off one poll interval
           // so this fiber does not spin on it.

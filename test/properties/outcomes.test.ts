@@ -246,7 +246,7 @@ const runExact = (w: Workload) => {
     yield* Effect.scoped(
       Effect.gen(function* () {
         // the fiber is never idle while work is pending; a long poll interval only saves wake-ups at the end
-        yield* Worker.make({ concurrency: 1, pollInterval: "1 second", lease: "1 hour", gracePeriod: 0, workerId: WORKER_ID })
+        yield* Worker.make({ concurrency: 1, pollInterval: "1 second", lease: "1 hour", gracePeriod: 0, workerId: WORKER_ID, maxBatch: 1, slotReuse: false })
         yield* TestClock.adjust(horizon)
       })
     )

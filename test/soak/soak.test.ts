@@ -1,5 +1,5 @@
 /**
- * The short soak inside `npm test`: 2 worker processes x 4 fibers, 2,000 jobs over 20 keys, a fault
+ * The short soak inside `npm test`: 2 worker processes x 4 fibers, 1,000 jobs over 20 keys, a fault
  * about every second (kill -9 + restart, pg_terminate_backend of a process's connections,
  * interrupted attempts). `npm run soak` is the same harness at scale.
  */
@@ -8,17 +8,17 @@ import { defaults, formatSummary, runSoak } from "./harness.js"
 import { serverUrl } from "../support/db.js"
 
 describe("soak (short)", () => {
-  it("under kills, connection terminations and interruptions: no violation, nothing lost, nothing succeeded twice, every slot free", { timeout: 120_000 }, async () => {
+  it("under kills, connection terminations and interruptions: no violation, nothing lost, nothing succeeded twice, every slot free", { timeout: 150_000 }, async () => {
     const summary = await runSoak({
       ...defaults,
       serverUrl: serverUrl(),
       processes: 2,
       fibers: 4,
-      jobs: 2_000,
+      jobs: 1_000,
       keys: 20,
       faultEveryMs: 1_000,
       leaseMs: 2_000,
-      timeoutMs: 90_000,
+      timeoutMs: 110_000,
       seed: 7,
       log: () => {}
     })
