@@ -48,7 +48,7 @@ describe("Worker on PostgreSQL: slot reuse, contended keys, batches", () => {
         const ids = yield* Effect.forEach(Array.from({ length: 60 }, (_, i) => i), (i) => p.enqueue(Work, { key: `${family}:1`, i }, params))
         const before = yield* acquired(family)
         yield* Effect.scoped(
-          Effect.zipRight(Worker.make({ concurrency: 6, pollInterval: "5 millis", ...(reuse ? {} : { slotReuse: false }) }), drained(60_000))
+          Effect.zipRight(Worker.make({ concurrency: 6, pollInterval: "5 millis", ...(reuse ? { slotReuse: {} } : { slotReuse: false }) }), drained(60_000))
         )
         const passes = (yield* acquired(family)) - before
         expect(holders.max.get(`${family}:1`)).toBe(1)
