@@ -1,0 +1,12 @@
+import { defineConfig } from "vitest/config"
+
+/** The short soak alone (excluded from the default run). */
+export default defineConfig({
+  test: {
+    include: ["test/soak/soak.test.ts"],
+    globalSetup: ["test/support/globalSetup.ts"],
+    testTimeout: 200_000,
+    hookTimeout: 60_000,
+    pool: "forks"
+  }
+})
