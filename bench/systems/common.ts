@@ -18,7 +18,7 @@ export interface BacklogSpec {
   readonly pollMs: number
   /** Register the concurrency addon (warp only; scenario 1). */
   readonly addon?: boolean
-  /** warp only: `false` turns the worker's slot reuse off. */
+  /** warp only: `true` turns the worker's slot reuse on (opt-in; off by default). */
   readonly slotReuse?: boolean
 }
 

@@ -98,7 +98,7 @@ export const backlog = async (url: string, spec: BacklogSpec): Promise<BacklogRe
       Effect.gen(function* () {
         const t0 = performance.now()
         const cpu0 = process.cpuUsage()
-        yield* Worker.make({ concurrency: spec.workers, pollInterval: spec.pollMs, ...(spec.slotReuse === false ? { slotReuse: false } : {}) })
+        yield* Worker.make({ concurrency: spec.workers, pollInterval: spec.pollMs, ...(spec.slotReuse === true ? { slotReuse: {} } : {}) })
         elapsedMs = yield* Effect.promise(() => waitUntil(() => holders.completed >= spec.jobs, spec.capMs, t0))
         const cpu = process.cpuUsage(cpu0)
         cpuMs = (cpu.user + cpu.system) / 1000
