@@ -27,7 +27,9 @@ export class ChildWorker {
   private readyResolved = false
 
   constructor(readonly config: ChildConfig) {
-    this.process = spawn(process.execPath, ["--import", "tsx", entry, JSON.stringify(config)], {
+    // WARP_CHILD_NODE_ARGS: extra node flags for diagnosis, e.g. "--cpu-prof --cpu-prof-dir=test/artifacts"
+    const extra = (process.env.WARP_CHILD_NODE_ARGS ?? "").split(" ").filter((a) => a !== "")
+    this.process = spawn(process.execPath, [...extra, "--import", "tsx", entry, JSON.stringify(config)], {
       cwd: root,
       stdio: ["ignore", "pipe", "pipe"],
       env: { ...process.env, NODE_OPTIONS: "" }

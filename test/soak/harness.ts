@@ -59,6 +59,8 @@ export interface SoakOptions {
   readonly pingMs: number
   readonly leaseMs: number
   readonly pollMs: number
+  /** Run the workers with slot reuse for Wait-mode keys on. */
+  readonly slotReuse: boolean
   /** Delay before a killed worker is replaced. */
   readonly restartMs: number
   /** Give up (and report) after this long. */
@@ -81,6 +83,7 @@ export const defaults: Omit<SoakOptions, "serverUrl"> = {
   pingMs: 100,
   leaseMs: 4_000,
   pollMs: 20,
+  slotReuse: false,
   restartMs: 300,
   timeoutMs: 14 * 60_000,
   seed: 1,
@@ -94,6 +97,7 @@ export interface SoakSummary {
   readonly processes: number
   readonly fibers: number
   readonly keys: number
+  readonly slotReuse: boolean
   readonly durationMs: number
   readonly runMs: number
   readonly faults: Record<string, number>
@@ -215,7 +219,8 @@ export const runSoak = async (options: SoakOptions): Promise<SoakSummary> => {
         leaseMs: o.leaseMs,
         pingMs: o.pingMs,
         graceMs: 0,
-        pool: 2 * o.fibers + 4
+        pool: 2 * o.fibers + 4,
+        slotReuse: o.slotReuse
       })
       children.set(`w${slot}`, child)
       child.ready.then(
@@ -265,25 +270,32 @@ export const runSoak = async (options: SoakOptions): Promise<SoakSummary> => {
         faults.kill!++
         await control.query(`INSERT INTO rel_deaths (pid, proc, at) VALUES ($1, $2, $3)`, [victim.pid, victim.config.name, at])
       } else if (draw < w.kill + w.terminate) {
-        // one statement, in this order: the advisory locks the victim holds (materialized first: the
-        // CASE evaluates it before any termination), the terminations (each waits until the backend
-        // is gone, so its locks are free), then the time — at or after every lock's release
+        // a window [started, at]: the time, then the victim backends and the advisory locks they hold,
+        // then every victim signalled at once (no wait per backend: terminating them one by one, each
+        // waited for, stretched the window to seconds), then, once all are gone, the time again
+        const started = (await control.query(`SELECT clock_timestamp() AS at`)).rows[0].at
         const r = await control.query(
-          `WITH victims AS MATERIALIZED (SELECT pid FROM pg_stat_activity WHERE application_name = $1 AND datname = current_database()),
-                held AS MATERIALIZED (SELECT DISTINCT ((l.classid::bigint << 32) | l.objid::bigint)::text AS id
-                         FROM pg_locks l JOIN victims v USING (pid) WHERE l.locktype = 'advisory' AND l.objsubid = 1 AND l.granted),
-                killed AS MATERIALIZED (SELECT count(*) FILTER (WHERE CASE WHEN (SELECT count(*) FROM held) >= 0 THEN pg_terminate_backend(v.pid, 2000) ELSE false END) AS n
-                                        FROM victims v)
-           SELECT (SELECT n FROM killed) AS n, ARRAY(SELECT id FROM held) AS held, clock_timestamp() AS at`,
+          `WITH victims AS MATERIALIZED (SELECT pid FROM pg_stat_activity WHERE application_name = $1 AND datname = current_database())
+           SELECT ARRAY(SELECT pid FROM victims) AS pids,
+                  ARRAY(SELECT DISTINCT ((l.classid::bigint << 32) | l.objid::bigint)::text
+                        FROM pg_locks l JOIN victims v USING (pid) WHERE l.locktype = 'advisory' AND l.objsubid = 1 AND l.granted) AS held`,
           [victim.config.name]
         )
+        const pids: Array<number> = r.rows[0].pids ?? []
+        await control.query(`SELECT pg_terminate_backend(pid) FROM unnest($1::int[]) AS pid`, [pids])
+        for (let i = 0; i < 1_000; i++) {
+          if (Number((await control.query(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE pid = ANY($1::int[])`, [pids])).rows[0].n) === 0) break
+          await sleep(2)
+        }
+        const at = (await control.query(`SELECT clock_timestamp() AS at`)).rows[0].at
         const held: Array<string> = r.rows[0].held ?? []
         const heldKeys = [...new Set(held.map((id) => lockKeys.get(id) ?? `unknown-lock:${id}`))]
         faults.terminate!++
-        await control.query(`INSERT INTO rel_faults (kind, proc, pid, at, locks) VALUES ('terminate', $1, $2, $3, $4)`, [
+        await control.query(`INSERT INTO rel_faults (kind, proc, pid, started, at, locks) VALUES ('terminate', $1, $2, $3, $4, $5)`, [
           victim.config.name,
           victim.pid,
-          r.rows[0].at,
+          started,
+          at,
           heldKeys
         ])
       } else {
@@ -411,6 +423,7 @@ export const runSoak = async (options: SoakOptions): Promise<SoakSummary> => {
       processes: o.processes,
       fibers: o.fibers,
       keys: o.keys,
+      slotReuse: o.slotReuse,
       durationMs: Date.now() - t0,
       runMs,
       faults,
@@ -444,7 +457,7 @@ export const runSoak = async (options: SoakOptions): Promise<SoakSummary> => {
 export const formatSummary = (s: SoakSummary): string => {
   const ok = s.violations === 0 && Object.values(s.problems).every((n) => n === 0) && !s.timedOut
   return [
-    `soak ${ok ? "PASSED" : "FAILED"}: ${s.jobs} jobs, ${s.keys} keys, ${s.processes} processes x ${s.fibers} fibers`,
+    `soak ${ok ? "PASSED" : "FAILED"}: ${s.jobs} jobs, ${s.keys} keys, ${s.processes} processes x ${s.fibers} fibers${s.slotReuse ? ", slot reuse on" : ""}`,
     `  duration ${(s.durationMs / 1000).toFixed(1)} s (workers ran ${(s.runMs / 1000).toFixed(1)} s, ${Math.round(s.jobs / (s.runMs / 1000))} jobs/s)`,
     `  faults injected: ${Object.entries(s.faults).map(([k, n]) => `${k} ${n}`).join(", ")}`,
     `  final states: ${Object.entries(s.states).map(([k, n]) => `${k} ${n}`).join(", ")}`,

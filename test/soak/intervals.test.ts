@@ -54,4 +54,20 @@ describe("overlap checker", () => {
       violations: 1
     })
   })
+
+  it("a termination is a window: inside at its start with the key held, or entering inside it, stops holding; the window explains nothing else", () => {
+    const window = { pid: 1, from: 50, at: 60, keys: ["k"] }
+    // a: inside at the start, key among the victims' locks; b: same process, entered inside the window
+    // (its slot may be on a victim backend); c: another process, takes the freed slot
+    const ok = checkOverlaps([iv("a", "k", 1, 0, 100, 1), iv("b", "k", 1, 55, 90, 1), iv("c", "k", 1, 58, 80, 2)], [window])[0]
+    expect(ok).toMatchObject({ maxInside: 3, maxHolding: 1, violations: 0, lostSlotOverlaps: 1 })
+    // claimed before the window, entered after it, key held at the start: its slot may be a victim's
+    expect(checkOverlaps([iv("a", "k", 1, 70, 100, 1, 40), iv("c", "k", 1, 75, 80, 2)], [window])[0]).toMatchObject({ violations: 0 })
+    // claimed and entered after the window: a fresh slot, so a second holder is a violation
+    expect(checkOverlaps([iv("a", "k", 1, 70, 100, 1, 65), iv("c", "k", 1, 75, 80, 2)], [window])[0]).toMatchObject({ violations: 1 })
+    // inside at the start but its key not among the victims' locks: still holding
+    expect(checkOverlaps([iv("a", "k", 1, 0, 100, 1), iv("c", "k", 1, 58, 80, 2)], [{ ...window, keys: ["other"] }])[0]).toMatchObject({
+      violations: 1
+    })
+  })
 })

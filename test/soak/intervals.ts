@@ -9,14 +9,18 @@
  * (the conservative order).
  *
  * Lost slots. When the harness terminates a process's backend connections, PostgreSQL frees the
- * advisory locks of those connections at once, while the handlers holding them keep running until
- * the slot's watchdog notices (`slot.lost`, every ping interval). From the termination instant `T`,
- * such a handler holds no lock: another worker may take the slot. The checker therefore counts two
- * figures per instant — every handler inside (`inside`), and the handlers whose lock is still held
- * (`holding` = inside, minus handlers of a terminated process whose key that process held at `T`,
- * from `T` on). A *violation* is `holding > limit`: the provider handed out more slots than exist.
- * A *lost-slot overlap* is `inside > limit` with `holding <= limit`: the window between a lock's
- * loss and its holder noticing. Both are reported.
+ * advisory locks of those connections, while the handlers holding them keep running until the slot's
+ * watchdog notices (`slot.lost`, every ping interval). A termination is a window `[from, at]`: `from`
+ * is taken before the victims are read, `at` once every victim backend is gone (the terminations are
+ * signalled together, so the window is a few milliseconds). A handler of the terminated process that
+ * was inside at `from` holds a lock of a victim backend, which the harness read between the two
+ * instants: if its key is among them, it stops holding at `from` (its lock may be freed from then on).
+ * A handler of that process entering inside the window may have taken its slot on a victim backend
+ * after that read: it counts as not holding (the only leniency, bounded by the window). The checker
+ * therefore counts two figures per instant — every handler inside (`inside`), and the handlers whose
+ * lock is still held (`holding`). A *violation* is `holding > limit`: the provider handed out more slots
+ * than exist. A *lost-slot overlap* is `inside > limit` with `holding <= limit`: the window between a
+ * lock's loss and its holder noticing. Both are reported.
  */
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as Effect from "effect/Effect"
@@ -40,8 +44,11 @@ export interface Interval {
 /** A connection termination injected by a harness. */
 export interface Termination {
   readonly pid: number
+  /** Before the victim backends were read and signalled (default: `at`). */
+  readonly from?: number
+  /** Every victim backend gone (its locks free). */
   readonly at: number
-  /** Keys the terminated process held an advisory lock of, at `at`. */
+  /** Keys the terminated process held an advisory lock of, read between `from` and the signals. */
   readonly keys: ReadonlyArray<string>
 }
 
@@ -97,17 +104,28 @@ export const loadIntervals = Effect.gen(function* () {
 /** Loads the connection terminations a harness recorded. */
 export const loadTerminations = Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
-  const rows = yield* sql.unsafe<any>(`SELECT pid, ${µs("at")} AS at, locks FROM rel_faults WHERE kind = 'terminate'`)
-  return rows.map((r): Termination => ({ pid: Number(r.pid), at: Number(r.at), keys: r.locks ?? [] }))
+  const rows = yield* sql.unsafe<any>(`SELECT pid, ${µs("coalesce(started, at)")} AS started, ${µs("at")} AS at, locks FROM rel_faults WHERE kind = 'terminate'`)
+  return rows.map((r): Termination => ({ pid: Number(r.pid), from: Number(r.started), at: Number(r.at), keys: r.locks ?? [] }))
 })
 
-/** When an interval's lock was lost (the first termination of its process that it spans), if ever. */
+/**
+ * When an interval's lock was lost (the earliest termination of its process that affects it), if ever:
+ * inside at a termination's `from` with its key among the victims' locks — lost at `from`; entering
+ * inside the window, or after it with a claim from before it and its key among the victims' locks (its
+ * slot may have been taken before `from`) — lost at its entry, so it never counts as holding.
+ */
 const lostAt = (i: Interval, terminations: ReadonlyArray<Termination>): number | undefined => {
   let first: number | undefined
   for (const t of terminations) {
-    if (t.pid === i.pid && i.key !== null && t.keys.includes(i.key) && i.claimedAt < t.at && t.at < i.exited) {
-      if (first === undefined || t.at < first) first = t.at
-    }
+    if (t.pid !== i.pid || i.key === null) continue
+    const from = t.from ?? t.at
+    const lost =
+      i.claimedAt < from && i.entered <= from && from < i.exited && t.keys.includes(i.key)
+        ? from
+        : from < i.entered && (i.entered <= t.at || (i.claimedAt < from && t.keys.includes(i.key)))
+          ? i.entered
+          : undefined
+    if (lost !== undefined && (first === undefined || lost < first)) first = lost
   }
   return first
 }

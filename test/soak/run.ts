@@ -5,7 +5,7 @@
  * Flags: --processes 4 --fibers 6 --jobs 100000 --keys 100 --fault-every-ms 2000
  *        --kill 1 --terminate 1 --interrupt 1 (fault weights; 0 disables a kind)
  *        --max-handler-ms 4 --fail-rate 0.01 --ping-ms 100 --lease-ms 4000 --poll-ms 20
- *        --timeout-ms 840000 --seed 1 --keep (keep the database)
+ *        --timeout-ms 840000 --seed 1 --keep (keep the database) --slot-reuse (workers reuse Wait-mode slots)
  * Exits 1 unless every check passed.
  */
 import * as EmbeddedPostgres from "../../src/testing/EmbeddedPostgres.js"
@@ -24,7 +24,7 @@ const num = (name: string, fallback: number): number => {
   return n
 }
 if (args.includes("--help")) {
-  console.log("usage: npm run soak -- [--processes N] [--fibers N] [--jobs N] [--keys N] [--fault-every-ms MS] [--kill W] [--terminate W] [--interrupt W] [--max-handler-ms MS] [--fail-rate R] [--ping-ms MS] [--lease-ms MS] [--poll-ms MS] [--timeout-ms MS] [--seed N] [--keep]")
+  console.log("usage: npm run soak -- [--processes N] [--fibers N] [--jobs N] [--keys N] [--fault-every-ms MS] [--kill W] [--terminate W] [--interrupt W] [--max-handler-ms MS] [--fail-rate R] [--ping-ms MS] [--lease-ms MS] [--poll-ms MS] [--timeout-ms MS] [--seed N] [--keep] [--slot-reuse]")
   process.exit(0)
 }
 
@@ -48,7 +48,8 @@ const main = async () => {
       pollMs: num("poll-ms", defaults.pollMs),
       timeoutMs: num("timeout-ms", defaults.timeoutMs),
       seed: num("seed", defaults.seed),
-      keep: args.includes("--keep")
+      keep: args.includes("--keep"),
+      slotReuse: args.includes("--slot-reuse")
     }
     console.log(`soak: ${JSON.stringify({ ...options, serverUrl: undefined, log: undefined })}`)
     const summary = await runSoak(options)

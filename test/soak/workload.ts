@@ -17,6 +17,9 @@ import * as Schema from "effect/Schema"
 import { CurrentAttempt } from "../../src/job/Attempt.js"
 import * as Contract from "../../src/job/Contract.js"
 import * as Handler from "../../src/job/Handler.js"
+import { LOCK_PREFIX } from "../../src/concurrency/ConcurrencyBehavior.js"
+import { lockId } from "../../src/semaphore/lockId.js"
+import { slotName } from "../../src/semaphore/SemaphoreProvider.js"
 
 /**
  * The one job type. `ms`: time inside the handler; `fail`: the handler fails (every attempt);
@@ -45,7 +48,16 @@ export const createTables = Effect.gen(function* () {
       entered timestamptz NOT NULL,
       exited timestamptz,
       result text,
+      holders text[],
       PRIMARY KEY (job_id, attempt)
+    )`
+  yield* sql`
+    CREATE TABLE IF NOT EXISTS rel_acquired (
+      proc text NOT NULL,
+      name text NOT NULL,
+      index integer NOT NULL,
+      at timestamptz NOT NULL,
+      holders text[]
     )`
   yield* sql`
     CREATE TABLE IF NOT EXISTS rel_deaths (
@@ -59,6 +71,7 @@ export const createTables = Effect.gen(function* () {
       kind text NOT NULL,
       proc text NOT NULL,
       pid integer NOT NULL,
+      started timestamptz,
       at timestamptz NOT NULL,
       locks text[] NOT NULL DEFAULT '{}'
     )`
@@ -91,13 +104,23 @@ export const recordingHandler = (recorder: Recorder) =>
         sql`
           UPDATE rel_intervals SET exited = clock_timestamp(), result = ${result}
           WHERE job_id = ${info.jobId} AND attempt = ${info.attempt} AND exited IS NULL`.pipe(Effect.retry(persist), Effect.ignore)
+      // WARP_SOAK_DIAG=1: also record which backends hold the key's slot locks as the handler enters
+      const diagnose =
+        process.env.WARP_SOAK_DIAG === "1" && key !== null && lim !== null
+          ? sql`
+              UPDATE rel_intervals SET holders = (
+                SELECT array_agg(a.application_name || '/' || l.pid) FROM pg_locks l JOIN pg_stat_activity a USING (pid)
+                WHERE l.locktype = 'advisory' AND l.objsubid = 1 AND l.granted
+                  AND ((l.classid::bigint << 32) | l.objid::bigint)::text IN ${sql.in(Array.from({ length: lim }, (_, i) => lockId(slotName(LOCK_PREFIX + key, i))))})
+              WHERE job_id = ${info.jobId} AND attempt = ${info.attempt}`.pipe(Effect.ignore)
+          : Effect.void
       const body =
         hangFirst === true && info.attempt === 1
           ? Effect.never
           : Effect.sleep(Duration.millis(ms)).pipe(Effect.zipRight(fail ? Effect.fail(HANDLER_FAILURE) : Effect.void))
       yield* Effect.acquireUseRelease(
         enter,
-        () => body,
+        () => Effect.zipRight(diagnose, body),
         (_, exit) => leave(Exit.isSuccess(exit) ? "ok" : Exit.isInterrupted(exit) ? "interrupted" : "failed")
       )
     })

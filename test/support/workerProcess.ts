@@ -9,15 +9,19 @@
  */
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import * as PgClient from "@effect/sql-pg/PgClient"
+import * as SqlClient from "@effect/sql/SqlClient"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Logger from "effect/Logger"
 import * as LogLevel from "effect/LogLevel"
+import * as Option from "effect/Option"
 import * as Queue from "effect/Queue"
 import * as Redacted from "effect/Redacted"
 import * as Concurrency from "../../src/concurrency/ConcurrencyAddon.js"
 import * as Registry from "../../src/job/Registry.js"
 import * as Worker from "../../src/job/Worker.js"
+import { lockId } from "../../src/semaphore/lockId.js"
+import { SemaphoreProvider, type SemaphoreProviderService, slotName } from "../../src/semaphore/SemaphoreProvider.js"
 import * as SemaphoreProviderPg from "../../src/semaphore/SemaphoreProviderPg.js"
 import * as JobStorePg from "../../src/store/JobStorePg.js"
 import { recordingHandler } from "../soak/workload.js"
@@ -33,6 +37,8 @@ export interface ChildConfig {
   readonly pingMs: number
   readonly graceMs: number
   readonly pool: number
+  /** Turn on the worker's slot reuse for Wait-mode keys (off by default). */
+  readonly slotReuse?: boolean
 }
 
 const config = JSON.parse(process.argv[2] ?? "{}") as ChildConfig
@@ -54,9 +60,38 @@ const sqlLayer = PgClient.layer({
   connectTimeout: "5 seconds"
 })
 
+/**
+ * WARP_SOAK_DIAG=1: every slot handed out is checked at once against pg_locks (which backends, of
+ * which process, hold its lock), into `rel_acquired` — to tell a slot handed out without its lock
+ * from a lock lost after the acquisition.
+ */
+const diagnosed = (inner: SemaphoreProviderService, sql: SqlClient.SqlClient): SemaphoreProviderService => ({
+  tryAcquire: (name, limit, timeout) =>
+    Effect.tap(inner.tryAcquire(name, limit, timeout), (slot) =>
+      Option.isNone(slot)
+        ? Effect.void
+        : sql`
+            INSERT INTO rel_acquired (proc, name, index, at, holders)
+            SELECT ${config.name}, ${name}, ${slot.value.index}, clock_timestamp(),
+                   (SELECT array_agg(a.application_name || '/' || l.pid) FROM pg_locks l JOIN pg_stat_activity a USING (pid)
+                    WHERE l.locktype = 'advisory' AND l.objsubid = 1 AND l.granted
+                      AND ((l.classid::bigint << 32) | l.objid::bigint)::text = ${lockId(slotName(name, slot.value.index))})`.pipe(Effect.ignore)
+    )
+})
+
+const providerLayer =
+  process.env.WARP_SOAK_DIAG === "1"
+    ? Layer.scoped(
+        SemaphoreProvider,
+        Effect.flatMap(SqlClient.SqlClient, (sql) =>
+          Effect.map(SemaphoreProviderPg.make({ pingInterval: `${config.pingMs} millis` }), (inner) => diagnosed(inner, sql))
+        )
+      )
+    : SemaphoreProviderPg.layer({ pingInterval: `${config.pingMs} millis` })
+
 const env = Registry.layer({ handlers: [recordingHandler({ proc: config.name, pid: process.pid })] }).pipe(
   Layer.provideMerge(Concurrency.layer),
-  Layer.provideMerge(SemaphoreProviderPg.layer({ pingInterval: `${config.pingMs} millis` })),
+  Layer.provideMerge(providerLayer),
   Layer.provideMerge(JobStorePg.layerWithoutMigrations),
   Layer.provideMerge(sqlLayer)
 )
@@ -74,6 +109,7 @@ const main = Effect.gen(function* () {
           pollInterval: `${config.pollMs} millis`,
           lease: `${config.leaseMs} millis`,
           gracePeriod: `${config.graceMs} millis`,
+          slotReuse: config.slotReuse === true ? {} : false,
           workerId: `${config.name}/${process.pid}/g${generation}`
         })
         if (generation === 0) process.stdout.write("READY\n")
