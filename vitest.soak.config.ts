@@ -1,6 +1,6 @@
 import { defineConfig } from "vitest/config"
 
-/** The short soak alone (excluded from the default run). */
+/** The short soak alone (`npm run soak:short`; `npm test` runs it among the rest). */
 export default defineConfig({
   test: {
     include: ["test/soak/soak.test.ts"],

@@ -56,9 +56,8 @@ export interface WorkerOptions {
    * Slot reuse for Wait-mode concurrency keys — opt-in, off by default (`{}` turns it on with 64 jobs,
    * 250 ms). A fiber holding a slot of key k finalizes its job, then claims the next due job whose
    * policy is the same key, limit and mode and runs it under the same slot, until none is due or either
-   * bound is reached; then it releases the slot. An admin limit change applies at the next release.
-   * Known defect: under fiber interruption the soak harness has seen two holders of a limit-1 key
-   * with reuse on (none with it off), so it stays off until that is fixed.
+   * bound is reached; then it releases the slot. Off by default because an admin limit change reaches a
+   * reusing holder only at its release, not at the next pickup as the spec says.
    */
   readonly slotReuse?: false | { readonly maxJobs?: number; readonly maxDuration?: Duration.DurationInput } | undefined
   /**
