@@ -16,8 +16,10 @@
  *   long-lived connections; session locks are re-entrant per connection, so an in-process gate
  *   (per connection: a mutex plus the set of locks it holds, which the scan skips) keeps two
  *   fibers from both holding one slot.
- * - Either way slots die with their connection: PostgreSQL frees the locks of a dead session, and
- *   a ping every `pingInterval` notices the loss and completes `slot.lost` so the holder stops.
+ * - Either way slots die with their connection: PostgreSQL frees the locks of a dead session. The
+ *   driver's `end`/`error` events (on @effect/sql-pg) and a ping every `pingInterval` (any SqlClient,
+ *   and connections that hang without closing) notice the loss and complete `slot.lost`, so the
+ *   holder stops.
  *   Queries on a slot connection are never interrupted (sql-pg would send `pg_cancel_backend`
  *   through the pool, which could land on a later statement).
  *
@@ -33,6 +35,7 @@ import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Queue from "effect/Queue"
+import * as Runtime from "effect/Runtime"
 import * as Scope from "effect/Scope"
 import { guardKey, lockId } from "./lockId.js"
 import {
@@ -158,12 +161,45 @@ export const make = (options: PgProviderOptions = {}): Effect.Effect<SemaphorePr
     const query = (lane: Lane, text: string, params: ReadonlyArray<unknown>) =>
       Effect.uninterruptible(lane.conn.executeUnprepared(text, params, undefined))
 
+    const runFork = Runtime.runFork(yield* Effect.runtime<never>())
+
     const openLane = Effect.gen(function* () {
       const scope = yield* Scope.make()
       const conn = yield* sql.reserve.pipe(Scope.extend(scope), Effect.onError(() => Scope.close(scope, Exit.void)))
       const lane: Lane = { conn, scope, held: new Set(), lost: yield* Deferred.make<void>(), dead: false, watchdog: undefined }
+      yield* onConnectionEnd(lane)
       return lane
     })
+
+    /**
+     * The driver's client behind a reserved connection, when the SqlClient is @effect/sql-pg's (its
+     * connection keeps the `pg` client in a `pg` field). Any other SqlClient gets the ping alone.
+     */
+    const driverClient = (conn: Connection): { on(e: string, f: () => void): unknown; off(e: string, f: () => void): unknown } | undefined => {
+      const client = (conn as { pg?: unknown }).pg as { on?: unknown; off?: unknown } | undefined
+      return typeof client?.on === "function" && typeof client.off === "function" ? (client as any) : undefined
+    }
+
+    /**
+     * Kills the lane as soon as the driver reports its connection ended or broken (a terminated
+     * backend, a cut socket), so `slot.lost` completes within moments instead of at the next ping;
+     * the listeners come off before the connection goes back to the pool.
+     */
+    const onConnectionEnd = (lane: Lane) =>
+      Effect.suspend(() => {
+        const client = driverClient(lane.conn)
+        if (client === undefined) return Effect.void
+        const ended = () => void runFork(kill(lane))
+        client.on("end", ended)
+        client.on("error", ended)
+        return Scope.addFinalizer(
+          lane.scope,
+          Effect.sync(() => {
+            client.off("end", ended)
+            client.off("error", ended)
+          })
+        )
+      })
 
     /** Drops whatever the connection still holds and gives it back to the pool. */
     const dispose = (lane: Lane) => query(lane, UNLOCK_ALL, []).pipe(Effect.ignore, Effect.zipRight(Scope.close(lane.scope, Exit.void)))

@@ -84,6 +84,24 @@ describe("PostgreSQL provider: connections", () => {
       expect(yield* holders(k, 1)).toHaveLength(0)
     }).pipe(Effect.scoped))
 
+  it.live("a terminated connection is noticed from the driver's events, long before the next ping", () =>
+    Effect.gen(function* () {
+      const k = key("events")
+      // pings a minute apart: only the driver's end/error events can complete slot.lost in time
+      for (const options of [{ pingInterval: "1 minute" }, { pingInterval: "1 minute", multiplex: { connections: 1 } }] as const) {
+        const holder = yield* provider(options)
+        const held = yield* holdOpen(holder, k, 1)
+        const slot = Option.getOrThrow(held.slot)
+        expect(yield* isDone(slot)).toBe(false)
+        const [owner] = yield* holders(k, 1)
+        const t0 = Date.now()
+        yield* terminate(owner!.pid)
+        yield* Effect.timeout(slot.lost, "5 seconds")
+        expect(Date.now() - t0).toBeLessThan(5_000)
+        yield* held.close
+      }
+    }).pipe(Effect.scoped))
+
   it.live("multiplexed: a dead connection loses exactly its own slots; the provider reconnects", () =>
     Effect.gen(function* () {
       const k = key("deadmux")
