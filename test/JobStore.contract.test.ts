@@ -21,6 +21,15 @@ const newJob = (over: Partial<NewJob> = {}): NewJob => ({
 
 const lease = Duration.seconds(30)
 
+/** A row of a Fifo-mode key, as `withSemaphore(key, limit, "Fifo")` stores it at publish. */
+const fifoJob = (key: string, limit: number, over: Partial<NewJob> = {}): NewJob =>
+  newJob({ metadata: { policies: { concurrency: { source: "enqueue", value: { key, limit, mode: "Fifo" } } } }, ...over })
+
+/** Inserts rows one at a time, so each gets its own creation time (submission order). */
+const submit = (rows: ReadonlyArray<NewJob>) => Effect.flatMap(JobStore, (store) => Effect.forEach(rows, (r) => store.insert([r]), { discard: true }))
+
+const ids = (jobs: ReadonlyArray<{ readonly id: string }>) => jobs.map((j) => j.id)
+
 // One contract, run against every store implementation.
 for (const [name, makeLayer] of stores) {
   describe(`JobStore contract: ${name}`, () => {
@@ -152,6 +161,112 @@ for (const [name, makeLayer] of stores) {
         yield* store.heartbeat("w1", [j.id], Duration.seconds(30))
         yield* Effect.sleep("80 millis")
         expect(yield* store.fetch("w2", 1, lease)).toEqual([])
+      }).pipe(Effect.provide(makeLayer())))
+
+    it.live("Fifo: only the head of a key is claimable, whatever the ScheduleTimes say", () =>
+      Effect.gen(function* () {
+        const store = yield* JobStore
+        const t = Date.now()
+        // the second and third rows are due earlier than the head: submission order still wins
+        const rows = [fifoJob("k", 1, { scheduleTime: new Date(t - 1000) }), fifoJob("k", 1, { scheduleTime: new Date(t - 5000) }), fifoJob("k", 1, { scheduleTime: new Date(t - 9000) })]
+        yield* submit(rows)
+        expect(ids(yield* store.fetch("w1", 10, lease))).toEqual([rows[0]!.id])
+        expect(yield* store.fetch("w2", 10, lease)).toEqual([])
+      }).pipe(Effect.provide(makeLayer())))
+
+    it.live("Fifo: with limit 2 the two oldest are claimable, then the next once one finishes", () =>
+      Effect.gen(function* () {
+        const store = yield* JobStore
+        const rows = Array.from({ length: 4 }, () => fifoJob("k2", 2))
+        yield* submit(rows)
+        // one Fifo row per fetch
+        const first = [...(yield* store.fetch("w1", 10, lease)), ...(yield* store.fetch("w1", 10, lease))]
+        expect(ids(first)).toEqual([rows[0]!.id, rows[1]!.id])
+        expect(yield* store.fetch("w2", 10, lease)).toEqual([])
+        expect(yield* store.finalize({ job: first[1]!, workerId: "w1", outcome: Outcome.Succeeded(), metadata: first[1]!.metadata })).toBe(true)
+        expect(ids(yield* store.fetch("w2", 10, lease))).toEqual([rows[2]!.id])
+        expect(yield* store.fetch("w3", 10, lease)).toEqual([])
+      }).pipe(Effect.provide(makeLayer())))
+
+    it.live("Fifo: after the head is finalized the next one is claimable", () =>
+      Effect.gen(function* () {
+        const store = yield* JobStore
+        const rows = Array.from({ length: 3 }, () => fifoJob("k", 1))
+        yield* submit(rows)
+        for (let i = 0; i < 3; i++) {
+          const got = yield* store.fetch(`w${i}`, 10, lease)
+          expect(ids(got)).toEqual([rows[i]!.id])
+          expect(yield* store.fetch("other", 10, lease)).toEqual([])
+          yield* store.finalize({ job: got[0]!, workerId: `w${i}`, outcome: i === 1 ? Outcome.Failed({ error: "x" }) : Outcome.Succeeded(), metadata: got[0]!.metadata })
+        }
+        expect(yield* store.fetch("w", 10, lease)).toEqual([])
+      }).pipe(Effect.provide(makeLayer())))
+
+    it.live("Fifo: a requeued head stays first (creation order, not ScheduleTime), also while backing off", () =>
+      Effect.gen(function* () {
+        const store = yield* JobStore
+        const rows = Array.from({ length: 3 }, () => fifoJob("k", 1))
+        yield* submit(rows)
+        const head = (yield* store.fetch("w1", 10, lease))[0]!
+        expect(head.id).toBe(rows[0]!.id)
+        // requeued now: its ScheduleTime is now the latest of the three, and it is still the head
+        yield* store.finalize({ job: head, workerId: "w1", outcome: Outcome.Requeued({ reason: "again" }), metadata: head.metadata })
+        const again = yield* store.fetch("w2", 10, lease)
+        expect(ids(again)).toEqual([rows[0]!.id])
+        // requeued for later (a retry backoff): nobody may overtake it meanwhile
+        yield* store.finalize({ job: again[0]!, workerId: "w2", outcome: Outcome.Requeued({ reason: "later", at: new Date(Date.now() + 3_600_000) }), metadata: again[0]!.metadata })
+        expect(yield* store.fetch("w3", 10, lease)).toEqual([])
+      }).pipe(Effect.provide(makeLayer())))
+
+    it.live("Fifo: a fetch claims at most one Fifo row and hands it out first; a requeued head stays first at limit 2", () =>
+      Effect.gen(function* () {
+        const store = yield* JobStore
+        const t = Date.now()
+        const rows = Array.from({ length: 2 }, () => fifoJob("k2", 2, { scheduleTime: new Date(t - 1000) }))
+        const plain = newJob({ scheduleTime: new Date(t - 5000) })
+        yield* submit([...rows, plain])
+        const batch = yield* store.fetch("w1", 10, lease)
+        expect(ids(batch)).toEqual([rows[0]!.id, plain.id])
+        yield* store.finalize({ job: batch[0]!, workerId: "w1", outcome: Outcome.Requeued({ reason: "again" }), metadata: batch[0]!.metadata })
+        // the requeued head is due last now, and still comes before the second row
+        expect(ids(yield* store.fetch("w2", 10, lease))).toEqual([rows[0]!.id])
+        expect(ids(yield* store.fetch("w3", 10, lease))).toEqual([rows[1]!.id])
+      }).pipe(Effect.provide(makeLayer())))
+
+    it.live("Fifo: a row scheduled for later joins its key's line only when it is due", () =>
+      Effect.gen(function* () {
+        const store = yield* JobStore
+        const later = fifoJob("k", 1, { state: "Scheduled", scheduleTime: new Date(Date.now() + 3_600_000) })
+        const now = fifoJob("k", 1)
+        yield* submit([later, now])
+        expect(ids(yield* store.fetch("w1", 10, lease))).toEqual([now.id])
+      }).pipe(Effect.provide(makeLayer())))
+
+    it.live("Fifo: keys are independent, and rows of other modes and keyless rows are fetched as before", () =>
+      Effect.gen(function* () {
+        const store = yield* JobStore
+        const t = Date.now()
+        const a = [fifoJob("a", 1, { scheduleTime: new Date(t - 4000) }), fifoJob("a", 1, { scheduleTime: new Date(t - 4000) })]
+        const b = [fifoJob("b", 1, { scheduleTime: new Date(t - 3000) }), fifoJob("b", 1, { scheduleTime: new Date(t - 3000) })]
+        const wait = (key: string, at: number) =>
+          newJob({ scheduleTime: new Date(at), metadata: { policies: { concurrency: { source: "enqueue", value: { key, limit: 1, mode: "Wait" } } } } })
+        const others = [wait("a", t - 2000), wait("a", t - 1900), newJob({ scheduleTime: new Date(t - 1000) })]
+        yield* submit([...a, ...b, ...others])
+        const got = yield* store.fetch("w1", 10, lease)
+        expect(ids(got)).toEqual([a[0]!.id, ...ids(others)])
+        expect(ids(yield* store.fetch("w2", 10, lease))).toEqual([b[0]!.id])
+        expect(yield* store.fetch("w3", 10, lease)).toEqual([])
+      }).pipe(Effect.provide(makeLayer())))
+
+    it.live("Fifo: concurrent fetches never claim more rows of a key than its limit", () =>
+      Effect.gen(function* () {
+        const store = yield* JobStore
+        yield* submit(Array.from({ length: 20 }, () => fifoJob("hot", 2)))
+        const claims = yield* Effect.all(
+          Array.from({ length: 12 }, (_, w) => store.fetch(`w${w}`, 1 + (w % 3), lease)),
+          { concurrency: "unbounded" }
+        )
+        expect(claims.flat().length).toBe(2)
       }).pipe(Effect.provide(makeLayer())))
 
     it.live("list pages newest first and counts by state", () =>

@@ -11,6 +11,7 @@ export { ConcurrencyMode, ConcurrencyPolicy } from "../policy/PolicyValues.js"
 
 /** Options shared by {@link Mutex} and {@link Semaphore}. */
 export interface ConcurrencyOptions {
+  /** `Skip`, `Wait` or `Fifo` (strict submission order per key, see {@link ConcurrencyMode}). */
   readonly mode?: ConcurrencyMode
 }
 

@@ -30,7 +30,7 @@ export type GateResult = Data.TaggedEnum<{
   Acquired: { readonly key: string; readonly limit: number; readonly slot: Slot }
   /** Full, mode Skip: the job is dropped (Deleted). */
   Skipped: { readonly key: string; readonly limit: number }
-  /** Full, mode Wait: the job is requeued (Enqueued, ScheduleTime = now). */
+  /** Full, mode Wait or Fifo: the job is requeued (Enqueued, ScheduleTime = now). */
   Requeued: { readonly key: string; readonly limit: number }
 }>
 
@@ -39,7 +39,7 @@ export const GateResult = Data.taggedEnum<GateResult>()
 
 /** The audit text of a Skip-mode cancellation. */
 export const cancelledText = (key: string, limit: number) => `Cancelled — '${key}' full (${limit} slots)`
-/** The audit text of a Wait-mode requeue. */
+/** The audit text of a Wait- or Fifo-mode requeue. */
 export const requeuedText = (key: string, limit: number) => `Requeued — '${key}' full (${limit} slots)`
 
 /** Gate results, as an Effect metric tagged `result` and `key_family` (the key up to its first ':'). */

@@ -1,7 +1,8 @@
 /**
  * The publisher: enqueue and schedule jobs, publish messages. Only explicit `JobParameters` (and a
- * contract's `Total` timeout deadline, which must exist before any handler is known) is stamped at
- * publish; everything else is resolved by the first attempt.
+ * contract's `Total` timeout deadline, which must exist before any handler is known, and a Fifo-mode
+ * concurrency policy, which the store needs to order the job) is stored at publish; everything else is
+ * resolved by the first attempt.
  *
  * @since 0.1.0
  */
@@ -9,15 +10,17 @@ import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
 import * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
 import * as JobMetadata from "../policy/JobMetadata.js"
 import type { InvalidPolicy } from "../policy/InvalidPolicy.js"
-import { TimeoutPolicy } from "../policy/PolicyValues.js"
+import { type ConcurrencyPolicy, TimeoutPolicy } from "../policy/PolicyValues.js"
 import { JobStore } from "../store/JobStore.js"
 import type { StoreError } from "../store/StoreError.js"
 import type { JobContract, MessageContract } from "./Contract.js"
 import { InvalidPayload } from "./errors.js"
+import type { AnyHandler } from "./Handler.js"
 import * as JobId from "./JobId.js"
 import { JobParameters } from "./JobParameters.js"
 import { Registry } from "./Registry.js"
@@ -38,14 +41,39 @@ export interface PublisherService {
 /** The publisher tag. */
 export class Publisher extends Context.Tag("warp/Publisher")<Publisher, PublisherService>() {}
 
-/** The metadata stored at publish: explicit entries, plus a contract `Total` timeout's deadline. */
+/**
+ * A Fifo-mode concurrency policy of the handler this process has registered for the row (it would win
+ * resolution), else of the contract — carried onto the row at publish, so that the store orders the
+ * job by its key from its first fetch on. The carried entry only informs the fetch: resolution still
+ * reads the live handler and contract (a `handler` entry is never read back), and the first attempt
+ * stamps the winner.
+ */
+export const fifoCarry = (
+  contract: JobContract | MessageContract,
+  handler: AnyHandler | undefined
+): { readonly source: JobMetadata.Source; readonly value: ConcurrencyPolicy } | undefined => {
+  const declared = handler?._tag === "JobHandler" || handler?._tag === "MessageHandler" ? handler.policies.concurrency : undefined
+  if (declared !== undefined) return declared.mode === "Fifo" ? { source: "handler", value: declared } : undefined
+  const own = contract.policies.concurrency
+  return own?.mode === "Fifo" ? { source: "contract", value: own } : undefined
+}
+
+/**
+ * The metadata stored at publish: explicit entries, a contract `Total` timeout's deadline, and (when no
+ * concurrency entry is explicit) a Fifo-mode concurrency policy of `handler` or the contract.
+ */
 export const publishMetadata = (
   contract: JobContract | MessageContract,
   params: JobParameters,
-  now: Date
+  now: Date,
+  handler?: AnyHandler
 ): JobMetadata.JobMetadata => {
   const policies: Record<string, { source: JobMetadata.Source; value: unknown }> = {}
   for (const [family, d] of params.entries) policies[family] = { source: "enqueue", value: d.value }
+  if (policies.concurrency === undefined) {
+    const fifo = fifoCarry(contract, handler)
+    if (fifo !== undefined) policies.concurrency = fifo
+  }
   const contractTimeout = contract.policies.timeout
   if (policies.timeout === undefined && contractTimeout?.scope === "Total") {
     policies.timeout = { source: "contract", value: contractTimeout }
@@ -85,7 +113,9 @@ export const make = Effect.gen(function* () {
           payload: encoded,
           state: scheduled ? "Scheduled" : "Enqueued",
           scheduleTime: scheduled ? at : now,
-          metadata: JobMetadata.encode(publishMetadata(contract, params, now))
+          metadata: JobMetadata.encode(
+            publishMetadata(contract, params, now, Option.getOrUndefined(registry.lookup(contract.name, null))?.handler)
+          )
         }
       ])
       return id
@@ -99,7 +129,6 @@ export const make = Effect.gen(function* () {
         if (params.error !== undefined) return yield* Effect.fail(params.error)
         const encoded = yield* encodePayload(contract, payload)
         const now = new Date(yield* Clock.currentTimeMillis)
-        const metadata = JobMetadata.encode(publishMetadata(contract, params, now))
         const rows = registry.messageHandlers(contract.name).map((r) => ({
           id: JobId.make(),
           type: contract.name,
@@ -107,7 +136,7 @@ export const make = Effect.gen(function* () {
           payload: encoded,
           state: "Enqueued" as const,
           scheduleTime: now,
-          metadata
+          metadata: JobMetadata.encode(publishMetadata(contract, params, now, r.handler))
         }))
         yield* store.insert(rows)
         return rows.map((r) => r.id)

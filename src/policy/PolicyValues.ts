@@ -24,8 +24,12 @@ export const PositiveInt = Schema.Number.pipe(
 )
 
 /** What happens when a job is picked up while its concurrency key is full. */
-export const ConcurrencyMode = Schema.Literal("Skip", "Wait")
-/** `Skip` drops the surplus job (Deleted); `Wait` requeues it (Enqueued, ScheduleTime = now). */
+export const ConcurrencyMode = Schema.Literal("Skip", "Wait", "Fifo")
+/**
+ * `Skip` drops the surplus job (Deleted); `Wait` requeues it (Enqueued, ScheduleTime = now); `Fifo`
+ * requeues it like `Wait`, and the store only hands out the oldest jobs of the key, in submission order
+ * (created_at, id), while fewer than its limit run — so the gate rarely finds the key full.
+ */
 export type ConcurrencyMode = typeof ConcurrencyMode.Type
 
 /** The `concurrency` metadata slot: at most `limit` jobs of `key` processing at once. */

@@ -35,7 +35,10 @@ export interface JobStoreService {
   /**
    * Claims up to `limit` due rows (pending with ScheduleTime <= now, or Processing with an expired
    * lease) for `workerId`, marks them Processing and bumps `attempt`. A row is never handed to two
-   * live claims.
+   * live claims. A row of a Fifo-mode key is claimable only if, among the key's Fifo rows in line
+   * (Processing, or pending and either attempted before or due; ordered by createdAt, id), fewer
+   * than its limit are Processing or pending ahead of it; one fetch claims at most one Fifo row (of
+   * each key's first claimable row, the one due first) and returns it first (see {@link claimOrder}).
    */
   readonly fetch: (workerId: string, limit: number, lease: Duration.Duration) => Effect.Effect<ReadonlyArray<Job>, StoreError>
   /**
@@ -67,6 +70,29 @@ export const emptyCounts = (): Record<JobState, number> => ({
   Failed: 0,
   Deleted: 0
 })
+
+/** A row's Fifo-mode concurrency policy (stamped, or carried at publish), if it has one. */
+export const fifoPolicyOf = (job: Job): { readonly key: string; readonly limit: number } | undefined => {
+  const value = (job.metadata as any)?.policies?.concurrency?.value
+  return value?.mode === "Fifo" && typeof value.key === "string" ? { key: value.key, limit: Number(value.limit) } : undefined
+}
+
+/**
+ * Orders a fetch's claimed rows for the worker, which runs one fiber's batch in order: the Fifo-mode row
+ * first (a fetch claims at most one, so that it starts at once: a Fifo row waiting in a batch behind
+ * other work would let later jobs of its key overtake it), then the others by (ScheduleTime, id).
+ */
+export const claimOrder = (rows: ReadonlyArray<Job>): Array<Job> =>
+  [...rows].sort(
+    (a, b) =>
+      Number(fifoPolicyOf(b) !== undefined) - Number(fifoPolicyOf(a) !== undefined) ||
+      a.scheduleTime.getTime() - b.scheduleTime.getTime() ||
+      (a.id < b.id ? -1 : a.id > b.id ? 1 : 0)
+  )
+
+/** Submission order: (createdAt, id). */
+export const bySubmission = (a: Job, b: Job): number =>
+  a.createdAt.getTime() - b.createdAt.getTime() || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0)
 
 /** The counter keys an outcome increments: the global one and the one per job type. */
 export const counterKeys = (counter: string, type: string): ReadonlyArray<string> => [counter, `${counter}:${type}`]

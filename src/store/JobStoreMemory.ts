@@ -1,7 +1,8 @@
 /**
  * The in-memory job store: one process, same contract as the PostgreSQL store. Every operation runs
  * as one synchronous step, so concurrent fibers never observe a half-applied write. Time comes from
- * Effect's `Clock`, so tests can drive it with `TestClock`.
+ * Effect's `Clock`, so tests can drive it with `TestClock`. Fifo-mode rows are claimed by the same rule
+ * as in the PostgreSQL store (see `JobStoreService.fetch`).
  *
  * @since 0.1.0
  */
@@ -12,7 +13,7 @@ import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import { Job, type JobLog } from "../job/Job.js"
 import { counterOf, logOf, stateOf } from "../job/Outcome.js"
-import { counterKeys, emptyCounts, JobStore, type JobStoreService } from "./JobStore.js"
+import { bySubmission, claimOrder, counterKeys, emptyCounts, fifoPolicyOf, JobStore, type JobStoreService } from "./JobStore.js"
 import { StoreError } from "./StoreError.js"
 
 const clone = (j: Job, patch: Partial<ConstructorParameters<typeof Job>[0]>): Job => new Job({ ...j, ...patch })
@@ -30,6 +31,36 @@ export const make = Effect.sync(() => {
   }
 
   const now = Effect.map(Clock.currentTimeMillis, (ms) => new Date(ms))
+
+  /**
+   * The ids of the Fifo-mode rows that may be claimed next at `at`: per key, walking the rows in line in
+   * submission order, the first due pending row with fewer than its limit Processing or pending ahead.
+   */
+  const fifoClaimable = (at: Date): ReadonlySet<string> => {
+    const lines = new Map<string, Array<Job>>()
+    for (const j of jobs.values()) {
+      const key = fifoPolicyOf(j)?.key
+      if (key === undefined) continue
+      const pending = j.state === "Enqueued" || j.state === "Scheduled"
+      if (j.state === "Processing" || (pending && (j.attempt > 0 || j.scheduleTime.getTime() <= at.getTime()))) {
+        lines.set(key, [...(lines.get(key) ?? []), j])
+      }
+    }
+    const out = new Set<string>()
+    for (const line of lines.values()) {
+      const running = line.filter((j) => j.state === "Processing").length
+      let ahead = 0
+      for (const j of line.sort(bySubmission)) {
+        if (j.state === "Processing") continue
+        if (j.scheduleTime.getTime() <= at.getTime() && ahead + running < fifoPolicyOf(j)!.limit) {
+          out.add(j.id)
+          break
+        }
+        ahead++
+      }
+    }
+    return out
+  }
 
   const service: JobStoreService = {
     insert: (rows) =>
@@ -64,14 +95,20 @@ export const make = Effect.sync(() => {
 
     fetch: (workerId, limit, lease) =>
       Effect.map(now, (at) => {
-        const due = [...jobs.values()]
-          .filter(
-            (j) =>
-              ((j.state === "Enqueued" || j.state === "Scheduled") && j.scheduleTime.getTime() <= at.getTime()) ||
-              (j.state === "Processing" && j.leaseUntil !== null && j.leaseUntil.getTime() < at.getTime())
-          )
-          .sort((a, b) => a.scheduleTime.getTime() - b.scheduleTime.getTime() || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0))
-          .slice(0, limit)
+        const byTime = (a: Job, b: Job) => a.scheduleTime.getTime() - b.scheduleTime.getTime() || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0)
+        // at most one Fifo row: of the keys' next claimable rows, the one due first
+        const fifo = [...fifoClaimable(at)].map((id) => jobs.get(id)!).sort(byTime).slice(0, 1)
+        const due = claimOrder(
+          [...jobs.values()]
+            .filter(
+              (j) =>
+                ((j.state === "Enqueued" || j.state === "Scheduled") && j.scheduleTime.getTime() <= at.getTime() && fifoPolicyOf(j) === undefined) ||
+                (j.state === "Processing" && j.leaseUntil !== null && j.leaseUntil.getTime() < at.getTime())
+            )
+            .concat(fifo)
+            .sort(byTime)
+            .slice(0, limit)
+        )
         return due.map((j) => {
           const recovered = j.state === "Processing"
           const next = clone(j, {

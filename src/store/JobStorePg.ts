@@ -1,7 +1,8 @@
 /**
  * The PostgreSQL job store (@effect/sql-pg). Each operation is one SQL statement: claims use
  * `FOR UPDATE SKIP LOCKED`, and an attempt's finalizing write updates the row, appends the audit
- * entry and bumps the counters in one round trip.
+ * entry and bumps the counters in one round trip. Fifo-mode rows are claimed in submission order per
+ * key (see `JobStoreService.fetch`).
  *
  * @since 0.1.0
  */
@@ -15,7 +16,7 @@ import { Job, type JobLog } from "../job/Job.js"
 import type { JobState } from "../job/JobState.js"
 import { counterOf, logOf, stateOf } from "../job/Outcome.js"
 import { fetchHint } from "../job/Worker.js"
-import { counterKeys, emptyCounts, JobStore, type JobStoreService } from "./JobStore.js"
+import { claimOrder, counterKeys, emptyCounts, JobStore, type JobStoreService } from "./JobStore.js"
 import * as Migrations from "./Migrations.js"
 import { StoreError } from "./StoreError.js"
 
@@ -71,6 +72,9 @@ export const make = Effect.gen(function* () {
       Effect.flatMap(FiberRef.get(fetchHint), (hint) => {
         const due = sql`state IN ('Scheduled', 'Enqueued') AND schedule_time <= now()`
         const key = sql`(metadata #>> '{policies,concurrency,value,key}')`
+        // the predicates of the partial indexes `warp_jobs_fifo` and `warp_jobs_due_plain`, spelled alike
+        const liveFifo = sql`state IN ('Scheduled','Enqueued','Processing') AND (metadata #>> '{policies,concurrency,value,mode}') = 'Fifo'`
+        const plain = sql`(metadata #>> '{policies,concurrency,value,mode}') IS DISTINCT FROM 'Fifo'`
         const claim =
           hint.sameSlot !== undefined
             ? // the fiber holds a slot of this key: only rows of exactly that policy, near the head
@@ -91,19 +95,29 @@ export const make = Effect.gen(function* () {
           ORDER BY schedule_time
           LIMIT ${limit}
           FOR UPDATE SKIP LOCKED`
-            : // two index-ordered branches (expired leases, then due rows) instead of one OR: each
-              // walks its partial index and stops at `limit`, where the OR scanned and sorted the table.
-              // Rows of keys the fiber just found full are left to other fibers.
+            : // index-ordered branches instead of one OR: expired leases, then the due rows of Fifo keys
+              // whose turn it is and the other due rows, merged by ScheduleTime. Each walks its partial
+              // index and stops at `limit`, where an OR scanned and sorted the table. Rows of keys the
+              // fiber just found full are left to other fibers (Fifo rows wait for their turn anyway).
+              //
+              // Fifo: the distinct keys with live Fifo rows come from a loose scan of `warp_jobs_fifo` (one
+              // probe per key, however deep its backlog); per key, the first `limit` + running rows in line
+              // by (created_at, id) are read from the same index, and a due pending one is claimable when
+              // the rows Processing plus the pending rows ahead of it are fewer than its limit. Claims of
+              // one key are serialized by a transaction advisory lock on the key (two-int key space), taken
+              // only for the keys of the oldest `limit` candidates; rows are then locked as usual. One fetch
+              // claims at most one Fifo row — of the locked keys' first claimable rows, the one due first —
+              // and the worker runs it first (see `claimOrder`).
               sql`
-          WITH expired AS (
+          WITH RECURSIVE expired AS (
             SELECT id, state AS prev_state FROM warp_jobs
             WHERE state = 'Processing' AND lease_until < now()
             ORDER BY lease_until
             LIMIT ${limit}
             FOR UPDATE SKIP LOCKED
           ), ready AS (
-            SELECT id, state AS prev_state FROM warp_jobs
-            WHERE ${due}${
+            SELECT id, state AS prev_state, schedule_time FROM warp_jobs
+            WHERE ${due} AND ${plain}${
               hint.contended.length === 0
                 ? sql``
                 : sql` AND coalesce(${key} <> ALL(ARRAY(SELECT jsonb_array_elements_text(${JSON.stringify(hint.contended)}::jsonb))), TRUE)`
@@ -111,8 +125,51 @@ export const make = Effect.gen(function* () {
             ORDER BY schedule_time
             LIMIT ${limit}
             FOR UPDATE SKIP LOCKED
+          ), fifo_keys(k) AS (
+            (SELECT ${key} FROM warp_jobs WHERE ${liveFifo} ORDER BY ${key} LIMIT 1)
+            UNION ALL
+            SELECT (SELECT ${key} FROM warp_jobs WHERE ${liveFifo} AND ${key} > f.k ORDER BY ${key} LIMIT 1)
+            FROM fifo_keys f WHERE f.k IS NOT NULL
+          ), fifo_heads AS (
+            SELECT h.id, f.k, h.schedule_time, h.created_at FROM fifo_keys f
+            CROSS JOIN LATERAL (
+              SELECT count(*)::int AS n FROM warp_jobs WHERE ${liveFifo} AND ${key} = f.k AND state = 'Processing'
+            ) r
+            CROSS JOIN LATERAL (
+              SELECT x.id, x.state, x.schedule_time, x.created_at, x.lim,
+                     count(*) FILTER (WHERE x.state <> 'Processing')
+                       OVER (ORDER BY x.created_at, x.id ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS ahead
+              FROM (
+                SELECT id, state, schedule_time, created_at, (metadata #>> '{policies,concurrency,value,limit}')::int AS lim
+                FROM warp_jobs
+                WHERE ${liveFifo} AND ${key} = f.k AND (state = 'Processing' OR attempt > 0 OR schedule_time <= now())
+                ORDER BY created_at, id
+                LIMIT ${limit} + r.n
+              ) x
+            ) h
+            WHERE f.k IS NOT NULL AND h.state <> 'Processing' AND h.schedule_time <= now() AND h.ahead + r.n < h.lim
+          ), fifo_picked AS MATERIALIZED (
+            SELECT c.k FROM (
+              SELECT t.k, min(t.schedule_time) AS first FROM (
+                SELECT k, schedule_time FROM fifo_heads ORDER BY schedule_time LIMIT ${limit}
+              ) t GROUP BY t.k
+            ) c
+            WHERE pg_try_advisory_xact_lock(
+              ('x' || substr(md5('warp:fifo:' || c.k), 1, 8))::bit(32)::int,
+              ('x' || substr(md5('warp:fifo:' || c.k), 9, 8))::bit(32)::int)
+          ), fifo AS (
+            SELECT id, state AS prev_state, schedule_time FROM warp_jobs
+            WHERE id = ANY(ARRAY(
+                SELECT DISTINCT ON (k) id FROM fifo_heads WHERE k IN (SELECT k FROM fifo_picked) ORDER BY k, created_at, id))
+              AND ${due}
+            ORDER BY schedule_time
+            LIMIT 1
+            FOR UPDATE SKIP LOCKED
           )
-          (SELECT * FROM expired) UNION ALL (SELECT * FROM ready) LIMIT ${limit}`
+          (SELECT id, prev_state FROM expired)
+          UNION ALL
+          (SELECT id, prev_state FROM ((SELECT * FROM fifo) UNION ALL (SELECT * FROM ready) ORDER BY schedule_time LIMIT ${limit}) m)
+          LIMIT ${limit}`
         return sql`
         WITH c AS (${claim}
         ), u AS (
@@ -131,7 +188,7 @@ export const make = Effect.gen(function* () {
         )
         SELECT * FROM u ORDER BY schedule_time, id`
       }).pipe(
-        Effect.map((rows) => rows.map(rowToJob)),
+        Effect.map((rows) => claimOrder(rows.map(rowToJob))),
         Effect.mapError(fail("fetch"))
       ),
 
