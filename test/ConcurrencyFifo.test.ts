@@ -1,0 +1,109 @@
+import { describe, expect, it } from "@effect/vitest"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Schema from "effect/Schema"
+import * as Concurrency from "../src/concurrency/ConcurrencyAddon.js"
+import { Mutex } from "../src/concurrency/Concurrency.js"
+import * as Contract from "../src/job/Contract.js"
+import * as Handler from "../src/job/Handler.js"
+import { JobParameters } from "../src/job/JobParameters.js"
+import * as Publisher from "../src/job/Publisher.js"
+import * as Registry from "../src/job/Registry.js"
+import * as Worker from "../src/job/Worker.js"
+import * as SemaphoreProviderPg from "../src/semaphore/SemaphoreProviderPg.js"
+import { JobStore } from "../src/store/JobStore.js"
+import * as JobStorePg from "../src/store/JobStorePg.js"
+import { freshPgLayer } from "./support/db.js"
+import { HolderCounter } from "./support/holders.js"
+import { detail, drained } from "./support/runtime.js"
+
+const Entry = Contract.job("Entry", Schema.Struct({ key: Schema.String, i: Schema.Number, ms: Schema.Number }))
+
+const pgEnv = (handlers: ReadonlyArray<Handler.JobHandler<any, any, never>>) =>
+  Publisher.layer.pipe(
+    Layer.provideMerge(Registry.layer({ handlers })),
+    Layer.provideMerge(Concurrency.layer),
+    Layer.provideMerge(SemaphoreProviderPg.layer()),
+    Layer.provideMerge(JobStorePg.layer),
+    Layer.provideMerge(freshPgLayer(40))
+  )
+
+/** Every audit entry of kind Requeued among `ids`. */
+const requeues = (ids: ReadonlyArray<string>) =>
+  Effect.map(
+    Effect.forEach(ids, (id) => detail(id)),
+    (ds) => ds.flatMap((d) => d.logs.filter((l) => l.kind === "Requeued").map((l) => `${d.job.id}: ${l.message}`))
+  )
+
+describe("Fifo mode on PostgreSQL, two workers x 4 fibers", () => {
+  it.live("never more than the limit inside, per-key start order is enqueue order, zero requeues", () => {
+    const limits: Record<string, number> = { "acct-1": 1, "acct-2": 2, "acct-3": 1, "acct-4": 3 }
+    const holders = new HolderCounter()
+    const starts = new Map<string, Array<number>>()
+    const handler = Handler.job(Entry, ({ i, key, ms }) =>
+      Effect.suspend(() => {
+        starts.set(key, [...(starts.get(key) ?? []), i])
+        return holders.hold(key, Effect.sleep(ms))
+      })
+    )
+    return Effect.gen(function* () {
+      const p = yield* Publisher.Publisher
+      const keys = Object.keys(limits)
+      const enqueued = new Map<string, Array<number>>()
+      const ids: Array<string> = []
+      for (let i = 0; i < 80; i++) {
+        const key = keys[(i * 7 + (i >> 2)) % keys.length]!
+        enqueued.set(key, [...(enqueued.get(key) ?? []), i])
+        ids.push(yield* p.enqueue(Entry, { key, i, ms: 1 + (i % 4) }, JobParameters.make().withSemaphore(key, limits[key]!, "Fifo")))
+      }
+      yield* Effect.scoped(
+        Effect.gen(function* () {
+          yield* Worker.make({ workerId: "fifo-a", concurrency: 4, pollInterval: "5 millis" })
+          yield* Worker.make({ workerId: "fifo-b", concurrency: 4, pollInterval: "5 millis" })
+          yield* drained(60_000)
+        })
+      )
+      for (const key of keys) {
+        const order = enqueued.get(key)!
+        const started = starts.get(key) ?? []
+        expect(holders.max.get(key), key).toBeLessThanOrEqual(limits[key]!)
+        expect([...started].sort((a, b) => a - b), key).toEqual(order)
+        if (limits[key] === 1) expect(started, key).toEqual(order)
+        // at limit N, jobs claimed together race from claim to handler: fewer than N later ones overtake
+        for (const [pos, i] of order.entries()) {
+          const overtakers = started.slice(0, started.indexOf(i)).filter((o) => order.indexOf(o) > pos)
+          expect(overtakers.length, `${key} #${i}`).toBeLessThan(limits[key]!)
+        }
+      }
+      expect(yield* requeues(ids)).toEqual([])
+      const counters = yield* (yield* JobStore).counters
+      expect(counters.get("stats:succeeded")).toBe(80)
+      expect(counters.get("stats:requeued") ?? 0).toBe(0)
+    }).pipe(Effect.provide(pgEnv([handler])))
+  })
+
+  it.live("a contract-declared Fifo Mutex is carried onto the row at publish and runs in submission order", () => {
+    const Ledger = Contract.job("Ledger", Schema.Struct({ i: Schema.Number }), { policy: [Mutex("ledger", { mode: "Fifo" })] })
+    const started: Array<number> = []
+    const holders = new HolderCounter()
+    const handler = Handler.job(Ledger, ({ i }) => Effect.suspend(() => (started.push(i), holders.hold("ledger", Effect.sleep(i % 3)))))
+    return Effect.gen(function* () {
+      const p = yield* Publisher.Publisher
+      const ids = yield* Effect.forEach(Array.from({ length: 30 }, (_, i) => i), (i) => p.enqueue(Ledger, { i }))
+      const first = yield* detail(ids[0]!)
+      expect((first.job.metadata as any).policies.concurrency).toEqual({ source: "contract", value: { key: "ledger", limit: 1, mode: "Fifo" } })
+      yield* Effect.scoped(
+        Effect.gen(function* () {
+          yield* Worker.make({ workerId: "ledger-a", concurrency: 4, pollInterval: "5 millis" })
+          yield* Worker.make({ workerId: "ledger-b", concurrency: 4, pollInterval: "5 millis" })
+          yield* drained(60_000)
+        })
+      )
+      expect(started).toEqual(Array.from({ length: 30 }, (_, i) => i))
+      expect(holders.max.get("ledger")).toBe(1)
+      expect(yield* requeues(ids)).toEqual([])
+      // the first attempt stamped the contract's policy
+      expect((yield* detail(ids[0]!)).job.metadata).toMatchObject({ policies: { concurrency: { source: "contract" } }, stampedAt: expect.any(String) })
+    }).pipe(Effect.provide(pgEnv([handler])))
+  })
+})
