@@ -20,6 +20,8 @@ export interface BacklogSpec {
   readonly addon?: boolean
   /** warp only: `true` turns the worker's slot reuse on (opt-in; off by default). */
   readonly slotReuse?: boolean
+  /** warp only: the concurrency mode of keyed jobs (default `Wait`; `Fifo` is the opt-in strict order). */
+  readonly mode?: "Wait" | "Fifo"
 }
 
 /** A dedupe run: producers enqueue `enqueues` jobs (key of job i: `keyOf(i)`) while the worker runs. */

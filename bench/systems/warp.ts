@@ -50,7 +50,7 @@ const env = (url: string, handlers: ReadonlyArray<Handler.JobHandler<any, any, n
   return withAddon.pipe(Layer.provideMerge(JobStorePg.layer), Layer.provideMerge(pgLayer(url, maxConnections)))
 }
 
-const paramsOf = (key: string | undefined, limit: number, mode: "Wait" | "Skip") =>
+const paramsOf = (key: string | undefined, limit: number, mode: "Wait" | "Skip" | "Fifo") =>
   key === undefined ? JobParameters.make() : JobParameters.make().withSemaphore(key, limit, mode)
 
 /** Inserts the backlog the way `Publisher.enqueue` writes each row, 2,000 rows a statement. */
@@ -69,7 +69,7 @@ const insertBacklog = (spec: BacklogSpec) =>
           payload: key === undefined ? { i } : { i, key },
           state: "Enqueued" as const,
           scheduleTime: now,
-          metadata: JobMetadata.encode(Publisher.publishMetadata(BenchJob, paramsOf(key, spec.limit, "Wait"), now))
+          metadata: JobMetadata.encode(Publisher.publishMetadata(BenchJob, paramsOf(key, spec.limit, spec.mode ?? "Wait"), now))
         })
       }
       yield* store.insert(rows)
