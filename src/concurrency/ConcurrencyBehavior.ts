@@ -11,6 +11,7 @@
 import * as Clock from "effect/Clock"
 import * as Data from "effect/Data"
 import * as Effect from "effect/Effect"
+import * as Fiber from "effect/Fiber"
 import * as Metric from "effect/Metric"
 import * as Option from "effect/Option"
 import type * as Scope from "effect/Scope"
@@ -62,6 +63,21 @@ export const gate = (
         : GateResult.Requeued({ key: policy.key, limit })
   ).pipe(Effect.tap((r) => Metric.increment(Metric.tagged(Metric.tagged(gateTotal, "result", r._tag), "key_family", keyFamily(policy.key)))))
 
+/**
+ * Runs `next` (the handler and the behaviors inside the gate) in a fiber of its own until it ends or
+ * `lost` completes (then `onLost()`). Whatever ends this effect — `lost`, or an interruption from outside
+ * — the handler's fiber is interrupted and awaited first, its finalizers included, so the slot's scope
+ * never closes under a handler that is still running. (`Effect.raceFirst` alone does not await its
+ * racers when the racing fiber itself is interrupted: they are stopped only when that fiber ends, after
+ * its scopes have closed.)
+ */
+export const untilLost = <A, E, R>(next: Effect.Effect<A, E, R>, lost: Effect.Effect<void>, onLost: () => A): Effect.Effect<A, E, R> =>
+  Effect.uninterruptibleMask((restore) =>
+    Effect.flatMap(Effect.fork(restore(next)), (handler) =>
+      restore(Effect.raceFirst(Fiber.join(handler), Effect.map(lost, onLost))).pipe(Effect.ensuring(Fiber.interrupt(handler)))
+    )
+  )
+
 /** Builds the behavior on a provider and a limit manager. */
 export const make = (provider: SemaphoreProviderService, manager: ConcurrencyLimitManagerService): Behavior => ({
   name: "concurrency",
@@ -77,9 +93,8 @@ export const make = (provider: SemaphoreProviderService, manager: ConcurrencyLim
           Skipped: ({ key, limit }) => Effect.succeed(Outcome.Deleted({ reason: cancelledText(key, limit) })),
           Requeued: ({ key, limit }) => Effect.succeed(Outcome.Requeued({ reason: requeuedText(key, limit) })),
           Acquired: ({ key, slot }) =>
-            Effect.raceFirst(
-              next,
-              Effect.as(slot.lost, Outcome.Requeued({ reason: `Slot of '${key}' lost while running (connection to the semaphore provider died); requeued` }))
+            untilLost(next, slot.lost, () =>
+              Outcome.Requeued({ reason: `Slot of '${key}' lost while running (connection to the semaphore provider died); requeued` })
             )
         })
       })
