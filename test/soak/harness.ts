@@ -21,6 +21,7 @@ import * as SqlClient from "@effect/sql/SqlClient"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as ManagedRuntime from "effect/ManagedRuntime"
+import { Redis } from "ioredis"
 import pg from "pg"
 import * as Concurrency from "../../src/concurrency/ConcurrencyAddon.js"
 import { cancelledText, LOCK_PREFIX } from "../../src/concurrency/ConcurrencyBehavior.js"
@@ -61,6 +62,15 @@ export interface SoakOptions {
   readonly pollMs: number
   /** Run the workers with slot reuse for Wait-mode keys on. */
   readonly slotReuse: boolean
+  /**
+   * The workers' semaphore provider. With `redis` (at `redisUrl`), slots are Redis leases: a connection
+   * termination frees none of them, so the checker counts every handler as holding its slot (no
+   * lost-slot allowance), and "every slot free" means no unexpired lease left under the run's prefix.
+   */
+  readonly provider: "pg" | "redis"
+  readonly redisUrl: string
+  /** Redis lease of a held slot (a killed worker's slots are free again after it). */
+  readonly redisLeaseMs: number
   /** Delay before a killed worker is replaced. */
   readonly restartMs: number
   /** Give up (and report) after this long. */
@@ -84,6 +94,9 @@ export const defaults: Omit<SoakOptions, "serverUrl"> = {
   leaseMs: 4_000,
   pollMs: 20,
   slotReuse: false,
+  provider: "pg",
+  redisUrl: process.env.REDIS_URL ?? "redis://127.0.0.1:6379",
+  redisLeaseMs: 2_000,
   restartMs: 300,
   timeoutMs: 14 * 60_000,
   seed: 1,
@@ -98,6 +111,7 @@ export interface SoakSummary {
   readonly fibers: number
   readonly keys: number
   readonly slotReuse: boolean
+  readonly provider: "pg" | "redis"
   readonly durationMs: number
   readonly runMs: number
   readonly faults: Record<string, number>
@@ -155,6 +169,24 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
 /** The limit of key `i`: a third Mutex, the rest Semaphore(2, 3 or 5). */
 export const limitOfKey = (i: number): number => (i % 3 === 0 ? 1 : [2, 3, 5][i % 3 === 1 ? (i >> 1) % 3 : (i >> 2) % 3]!)
 
+/** Unexpired slot leases in the hashes under `prefix` (a field's value is `token|expiryMs`). */
+const redisSlotsHeld = async (redis: Redis, prefix: string): Promise<number> => {
+  const [seconds, micros] = await redis.time()
+  const now = Number(seconds) * 1000 + Math.floor(Number(micros) / 1000)
+  let held = 0
+  for (const key of await redis.keys(`${prefix}*`)) {
+    for (const value of Object.values(await redis.hgetall(key))) {
+      if (Number(value.slice(value.lastIndexOf("|") + 1)) > now) held++
+    }
+  }
+  return held
+}
+
+const deleteRedisPrefix = async (redis: Redis, prefix: string) => {
+  const keys = await redis.keys(`${prefix}*`)
+  if (keys.length > 0) await redis.del(...keys)
+}
+
 /** Runs a soak and returns its summary. */
 export const runSoak = async (options: SoakOptions): Promise<SoakSummary> => {
   const o = options
@@ -170,6 +202,9 @@ export const runSoak = async (options: SoakOptions): Promise<SoakSummary> => {
   )
   const run = <A, E>(effect: Effect.Effect<A, E, JobStore | SqlClient.SqlClient>) => runtime.runPromise(effect)
   const control = new pg.Client({ connectionString: url, application_name: "warp-soak-control" })
+  const redisPrefix = `warp:soak:${dbName}:`
+  const redis = o.provider === "redis" ? new Redis(o.redisUrl, { maxRetriesPerRequest: 2 }) : undefined
+  redis?.on("error", (e) => o.log(`redis error: ${e.message}`))
   const children = new Map<string, ChildWorker>()
   const faults: Record<string, number> = { kill: 0, terminate: 0, interrupt: 0 }
   let incarnation = 0
@@ -220,7 +255,9 @@ export const runSoak = async (options: SoakOptions): Promise<SoakSummary> => {
         pingMs: o.pingMs,
         graceMs: 0,
         pool: 2 * o.fibers + 4,
-        slotReuse: o.slotReuse
+        slotReuse: o.slotReuse,
+        provider: o.provider,
+        redis: { url: o.redisUrl, prefix: redisPrefix, leaseMs: o.redisLeaseMs }
       })
       children.set(`w${slot}`, child)
       child.ready.then(
@@ -328,18 +365,23 @@ export const runSoak = async (options: SoakOptions): Promise<SoakSummary> => {
     stopping = true
     const runMs = Date.now() - runStart
 
-    // every slot is free while the workers still run (released on completion, not by disconnection)
+    // every slot is free while the workers still run (released on completion, not by disconnection):
+    // advisory locks in this database, or unexpired leases under this run's Redis prefix
     const advisory = async () =>
-      Number(
-        (
-          await control.query(
-            `SELECT count(*)::int AS n FROM pg_locks WHERE locktype = 'advisory' AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`
+      redis !== undefined
+        ? redisSlotsHeld(redis, redisPrefix)
+        : Number(
+            (
+              await control.query(
+                `SELECT count(*)::int AS n FROM pg_locks WHERE locktype = 'advisory' AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`
+              )
+            ).rows[0].n
           )
-        ).rows[0].n
-      )
-    // a worker restarted moments ago may still hold a slot of a just-finished attempt: settle briefly
+    // a worker restarted moments ago may still hold a slot of a just-finished attempt: settle briefly;
+    // a Redis slot of a killed worker is free once its lease runs out
+    const settleRounds = redis !== undefined ? Math.ceil(o.redisLeaseMs / 100) + 20 : 20
     let advisoryLocksWhileRunning = await advisory()
-    for (let i = 0; i < 20 && advisoryLocksWhileRunning > 0; i++) {
+    for (let i = 0; i < settleRounds && advisoryLocksWhileRunning > 0; i++) {
       await sleep(100)
       advisoryLocksWhileRunning = await advisory()
     }
@@ -348,7 +390,8 @@ export const runSoak = async (options: SoakOptions): Promise<SoakSummary> => {
 
     // the checks
     const intervals = await run(loadIntervals)
-    const terminations = await run(loadTerminations)
+    // a connection termination frees PostgreSQL advisory locks, never Redis leases
+    const terminations = o.provider === "pg" ? await run(loadTerminations) : []
     const reports = checkOverlaps(intervals, terminations)
     const overlap = summarize(reports)
     const maxInsideOverLimit = Math.max(0, ...reports.map((r) => r.maxInside - r.limit))
@@ -424,6 +467,7 @@ export const runSoak = async (options: SoakOptions): Promise<SoakSummary> => {
       fibers: o.fibers,
       keys: o.keys,
       slotReuse: o.slotReuse,
+      provider: o.provider,
       durationMs: Date.now() - t0,
       runMs,
       faults,
@@ -447,6 +491,10 @@ export const runSoak = async (options: SoakOptions): Promise<SoakSummary> => {
   } finally {
     await Promise.all([...children.values()].map((c) => c.stop(2_000).catch(() => {})))
     await control.end().catch(() => {})
+    if (redis !== undefined) {
+      await deleteRedisPrefix(redis, redisPrefix).catch(() => {})
+      redis.disconnect()
+    }
     await runtime.dispose()
     if (!o.keep && !keepForDiagnosis) await admin(o.serverUrl, (c) => c.query(`DROP DATABASE IF EXISTS ${dbName} WITH (FORCE)`)).catch(() => {})
     else o.log(`database ${dbName} kept for diagnosis`)
@@ -457,7 +505,7 @@ export const runSoak = async (options: SoakOptions): Promise<SoakSummary> => {
 export const formatSummary = (s: SoakSummary): string => {
   const ok = s.violations === 0 && Object.values(s.problems).every((n) => n === 0) && !s.timedOut
   return [
-    `soak ${ok ? "PASSED" : "FAILED"}: ${s.jobs} jobs, ${s.keys} keys, ${s.processes} processes x ${s.fibers} fibers${s.slotReuse ? ", slot reuse on" : ""}`,
+    `soak ${ok ? "PASSED" : "FAILED"}: ${s.jobs} jobs, ${s.keys} keys, ${s.processes} processes x ${s.fibers} fibers${s.slotReuse ? ", slot reuse on" : ""}${s.provider === "redis" ? ", Redis provider" : ""}`,
     `  duration ${(s.durationMs / 1000).toFixed(1)} s (workers ran ${(s.runMs / 1000).toFixed(1)} s, ${Math.round(s.jobs / (s.runMs / 1000))} jobs/s)`,
     `  faults injected: ${Object.entries(s.faults).map(([k, n]) => `${k} ${n}`).join(", ")}`,
     `  final states: ${Object.entries(s.states).map(([k, n]) => `${k} ${n}`).join(", ")}`,
@@ -467,7 +515,7 @@ export const formatSummary = (s: SoakSummary): string => {
     `  violations (more than N holders of a key whose locks were held) ${s.violations}`,
     `  lost-slot overlaps (a terminated connection's handler still running while its slot was retaken) ${s.lostSlotOverlaps}, max over limit ${s.maxInsideOverLimit}`,
     `  other checks: ${Object.entries(s.problems).map(([k, n]) => `${k} ${n}`).join(", ")}`,
-    `  advisory locks left: ${s.advisoryLocksWhileRunning} while running, ${s.advisoryLocksAfterStop} after stop${s.timedOut ? "; TIMED OUT" : ""}`,
+    `  ${s.provider === "redis" ? "Redis slot leases" : "advisory locks"} left: ${s.advisoryLocksWhileRunning} while running, ${s.advisoryLocksAfterStop} after stop${s.timedOut ? "; TIMED OUT" : ""}`,
     ...s.examples.map((e) => `  ${e}`)
   ].join("\n")
 }

@@ -6,6 +6,7 @@
  *        --kill 1 --terminate 1 --interrupt 1 (fault weights; 0 disables a kind)
  *        --max-handler-ms 4 --fail-rate 0.01 --ping-ms 100 --lease-ms 4000 --poll-ms 20
  *        --timeout-ms 840000 --seed 1 --keep (keep the database) --slot-reuse (workers reuse Wait-mode slots)
+ *        --provider redis (Redis leases at REDIS_URL, default redis://127.0.0.1:6379) --redis-lease-ms 2000
  * Exits 1 unless every check passed.
  */
 import * as EmbeddedPostgres from "../../src/testing/EmbeddedPostgres.js"
@@ -24,9 +25,12 @@ const num = (name: string, fallback: number): number => {
   return n
 }
 if (args.includes("--help")) {
-  console.log("usage: npm run soak -- [--processes N] [--fibers N] [--jobs N] [--keys N] [--fault-every-ms MS] [--kill W] [--terminate W] [--interrupt W] [--max-handler-ms MS] [--fail-rate R] [--ping-ms MS] [--lease-ms MS] [--poll-ms MS] [--timeout-ms MS] [--seed N] [--keep] [--slot-reuse]")
+  console.log("usage: npm run soak -- [--processes N] [--fibers N] [--jobs N] [--keys N] [--fault-every-ms MS] [--kill W] [--terminate W] [--interrupt W] [--max-handler-ms MS] [--fail-rate R] [--ping-ms MS] [--lease-ms MS] [--poll-ms MS] [--timeout-ms MS] [--seed N] [--keep] [--slot-reuse] [--provider pg|redis] [--redis-lease-ms MS]")
   process.exit(0)
 }
+
+const provider = flag("provider") ?? "pg"
+if (provider !== "pg" && provider !== "redis") throw new Error(`--provider expects pg or redis, got '${provider}'`)
 
 const main = async () => {
   const given = process.env.DATABASE_URL
@@ -49,7 +53,9 @@ const main = async () => {
       timeoutMs: num("timeout-ms", defaults.timeoutMs),
       seed: num("seed", defaults.seed),
       keep: args.includes("--keep"),
-      slotReuse: args.includes("--slot-reuse")
+      slotReuse: args.includes("--slot-reuse"),
+      provider,
+      redisLeaseMs: num("redis-lease-ms", defaults.redisLeaseMs)
     }
     console.log(`soak: ${JSON.stringify({ ...options, serverUrl: undefined, log: undefined })}`)
     const summary = await runSoak(options)

@@ -2,7 +2,7 @@
  * A worker process for the multi-process tests and the soak:
  * `node --import tsx test/support/workerProcess.ts '<json config>'`.
  *
- * JobStorePg + SemaphoreProviderPg + Concurrency.layer on the given database, running
+ * JobStorePg + SemaphoreProviderPg (or SemaphoreProviderRedis) + Concurrency.layer on the given database, running
  * {@link recordingHandler}. Prints `READY` once its worker has started. SIGTERM/SIGINT stop it
  * gracefully; SIGUSR2 interrupts its running attempts (worker restarted with a zero grace period),
  * which is the "interrupted fibers" fault of the soak.
@@ -23,6 +23,7 @@ import * as Worker from "../../src/job/Worker.js"
 import { lockId } from "../../src/semaphore/lockId.js"
 import { SemaphoreProvider, type SemaphoreProviderService, slotName } from "../../src/semaphore/SemaphoreProvider.js"
 import * as SemaphoreProviderPg from "../../src/semaphore/SemaphoreProviderPg.js"
+import * as SemaphoreProviderRedis from "../../src/semaphore/SemaphoreProviderRedis.js"
 import * as JobStorePg from "../../src/store/JobStorePg.js"
 import { recordingHandler } from "../soak/workload.js"
 
@@ -39,6 +40,10 @@ export interface ChildConfig {
   readonly pool: number
   /** Turn on the worker's slot reuse for Wait-mode keys (off by default). */
   readonly slotReuse?: boolean
+  /** The semaphore provider: PostgreSQL advisory locks (default) or Redis leases. */
+  readonly provider?: "pg" | "redis"
+  /** Redis provider: server URL, key prefix and lease. */
+  readonly redis?: { readonly url: string; readonly prefix: string; readonly leaseMs: number }
 }
 
 const config = JSON.parse(process.argv[2] ?? "{}") as ChildConfig
@@ -79,7 +84,7 @@ const diagnosed = (inner: SemaphoreProviderService, sql: SqlClient.SqlClient): S
     )
 })
 
-const providerLayer =
+const pgProvider =
   process.env.WARP_SOAK_DIAG === "1"
     ? Layer.scoped(
         SemaphoreProvider,
@@ -88,6 +93,18 @@ const providerLayer =
         )
       )
     : SemaphoreProviderPg.layer({ pingInterval: `${config.pingMs} millis` })
+
+const providerLayer =
+  config.provider === "redis" && config.redis !== undefined
+    ? Layer.orDie(
+        SemaphoreProviderRedis.layer({
+          redis: config.redis.url,
+          prefix: config.redis.prefix,
+          lease: `${config.redis.leaseMs} millis`,
+          heartbeat: `${Math.max(1, Math.floor(config.redis.leaseMs / 4))} millis`
+        })
+      )
+    : pgProvider
 
 const env = Registry.layer({ handlers: [recordingHandler({ proc: config.name, pid: process.pid })] }).pipe(
   Layer.provideMerge(Concurrency.layer),
