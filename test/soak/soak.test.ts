@@ -1,17 +1,28 @@
 /**
  * The short soak inside `npm test`: 2 worker processes x 4 fibers, 2,000 jobs over 20 keys, a fault
  * about every 400 ms (kill -9 + restart, pg_terminate_backend of a process's connections, interrupted
- * attempts), once with the worker defaults and once with slot reuse on. `npm run soak` is the same
- * harness at scale.
+ * attempts): with the worker defaults, with slot reuse on, and with the Redis provider. `npm run soak`
+ * is the same harness at scale.
  */
 import { describe, expect, it } from "@effect/vitest"
-import { defaults, formatSummary, runSoak } from "./harness.js"
+import { defaults, formatSummary, runSoak, type SoakOptions } from "./harness.js"
 import { serverUrl } from "../support/db.js"
+import { redisReachable, redisUrl } from "../semaphore/redis.js"
+
+const redis = await redisReachable()
+if (!redis) console.warn(`Redis unreachable at ${redisUrl}: the Redis soak is ${process.env.CI ? "failed (CI is set)" : "skipped"}`)
+
+const cases: ReadonlyArray<{ readonly label: string; readonly options: Partial<SoakOptions>; readonly seed: number }> = [
+  { label: "", options: {}, seed: 7 },
+  { label: " (slot reuse on)", options: { slotReuse: true }, seed: 8 },
+  { label: " (Redis provider)", options: { provider: "redis", redisUrl }, seed: 9 }
+]
 
 describe("soak (short)", () => {
-  for (const slotReuse of [false, true]) {
-    it(
-      `under kills, connection terminations and interrupts${slotReuse ? " (slot reuse on)" : ""}: no violation, nothing lost, nothing succeeded twice, every slot free`,
+  for (const c of cases) {
+    const run = c.options.provider === "redis" && !redis && !process.env.CI ? it.skip : it
+    run(
+      `under kills, connection terminations and interrupts${c.label}: no violation, nothing lost, nothing succeeded twice, every slot free`,
       { timeout: 150_000 },
       async () => {
         const summary = await runSoak({
@@ -24,10 +35,10 @@ describe("soak (short)", () => {
           faultEveryMs: 400,
           weights: { kill: 1, terminate: 1, interrupt: 1 },
           leaseMs: 2_000,
-          slotReuse,
           timeoutMs: 110_000,
-          seed: slotReuse ? 8 : 7,
-          log: () => {}
+          seed: c.seed,
+          log: () => {},
+          ...c.options
         })
         console.log(formatSummary(summary))
         expect(summary.timedOut).toBe(false)
