@@ -258,6 +258,49 @@ for (const [name, makeLayer] of stores) {
         expect(yield* store.fetch("w3", 10, lease)).toEqual([])
       }).pipe(Effect.provide(makeLayer())))
 
+    it.live("Fifo: a due scheduled row takes its place by submission, ahead of rows submitted after it", () =>
+      Effect.gen(function* () {
+        const store = yield* JobStore
+        const later = fifoJob("k", 1, { state: "Scheduled", scheduleTime: new Date(Date.now() + 150) })
+        const rows = [fifoJob("k", 1), fifoJob("k", 1)]
+        yield* submit([later, ...rows])
+        const first = yield* store.fetch("w1", 10, lease)
+        expect(ids(first)).toEqual([rows[0]!.id])
+        yield* store.finalize({ job: first[0]!, workerId: "w1", outcome: Outcome.Succeeded(), metadata: first[0]!.metadata })
+        // the wall clock (PostgreSQL's now()) must pass the ScheduleTime
+        yield* Effect.sleep("200 millis")
+        expect(ids(yield* store.fetch("w2", 10, lease))).toEqual([later.id])
+        expect(yield* store.fetch("w3", 10, lease)).toEqual([])
+      }).pipe(Effect.provide(makeLayer())))
+
+    it.live("Fifo: a row whose lease expired keeps its place: it is recovered, and the next waits", () =>
+      Effect.gen(function* () {
+        const store = yield* JobStore
+        const rows = [fifoJob("k", 1), fifoJob("k", 1)]
+        yield* submit(rows)
+        const [dead] = yield* store.fetch("dead", 10, Duration.millis(1))
+        expect(dead!.id).toBe(rows[0]!.id)
+        yield* Effect.sleep("20 millis")
+        const again = yield* store.fetch("alive", 10, lease)
+        expect(ids(again)).toEqual([rows[0]!.id])
+        expect(again[0]!.attempt).toBe(2)
+        expect(yield* store.fetch("other", 10, lease)).toEqual([])
+        yield* store.finalize({ job: again[0]!, workerId: "alive", outcome: Outcome.Succeeded(), metadata: again[0]!.metadata })
+        expect(ids(yield* store.fetch("other", 10, lease))).toEqual([rows[1]!.id])
+      }).pipe(Effect.provide(makeLayer())))
+
+    it.live("Fifo: a key's line holds only its Fifo rows; a Wait row of the same key neither blocks nor is blocked", () =>
+      Effect.gen(function* () {
+        const store = yield* JobStore
+        const fifo = [fifoJob("mixed", 1), fifoJob("mixed", 1)]
+        const wait = newJob({ metadata: { policies: { concurrency: { source: "enqueue", value: { key: "mixed", limit: 1, mode: "Wait" } } } } })
+        yield* submit([fifo[0]!, wait, fifo[1]!])
+        const got = yield* store.fetch("w1", 10, lease)
+        expect(new Set(ids(got))).toEqual(new Set([fifo[0]!.id, wait.id]))
+        expect(got[0]!.id).toBe(fifo[0]!.id)
+        expect(yield* store.fetch("w2", 10, lease)).toEqual([])
+      }).pipe(Effect.provide(makeLayer())))
+
     it.live("Fifo: concurrent fetches never claim more rows of a key than its limit", () =>
       Effect.gen(function* () {
         const store = yield* JobStore
