@@ -19,7 +19,7 @@ import { detail, drained } from "./support/runtime.js"
 
 const Entry = Contract.job("Entry", Schema.Struct({ key: Schema.String, i: Schema.Number, ms: Schema.Number }))
 
-const pgEnv = (handlers: ReadonlyArray<Handler.JobHandler<any, any, never>>) =>
+const pgEnv = (handlers: ReadonlyArray<Handler.JobHandler<any, any, never> | Handler.MessageHandler<any, any, never>>) =>
   Publisher.layer.pipe(
     Layer.provideMerge(Registry.layer({ handlers })),
     Layer.provideMerge(Concurrency.layer),
@@ -106,4 +106,35 @@ describe("Fifo mode on PostgreSQL, two workers x 4 fibers", () => {
       expect((yield* detail(ids[0]!)).job.metadata).toMatchObject({ policies: { concurrency: { source: "contract" } }, stampedAt: expect.any(String) })
     }).pipe(Effect.provide(pgEnv([handler])))
   })
+  it.live("a message's rows of one Fifo key join one line: publish order, then handler registration order", () => {
+    // the contract's Fifo Mutex applies to every handler that declares nothing; `audit` declares its own
+    const Posted = Contract.message("Posted", Schema.Struct({ i: Schema.Number }), { policy: [Mutex("feed", { mode: "Fifo" })] })
+    const started: Array<string> = []
+    const holders = new HolderCounter()
+    const run = (name: string) => ({ i }: { i: number }) =>
+      Effect.suspend(() => (started.push(`${name}${i}`), holders.hold("feed", Effect.sleep(i % 2))))
+    const handlers = [
+      Handler.message(Posted, "index", run("index")),
+      Handler.message(Posted, "mail", run("mail")),
+      Handler.message(Posted, "audit", (_: { i: number }) => Effect.void, { policy: [Mutex("audit", { mode: "Skip" })] })
+    ]
+    return Effect.gen(function* () {
+      const p = yield* Publisher.Publisher
+      const ids = (yield* Effect.forEach(Array.from({ length: 12 }, (_, i) => i), (i) => p.publish(Posted, { i }))).flat()
+      // the handler's own (non-Fifo) policy wins resolution, so nothing is carried onto its rows
+      const sources = yield* Effect.forEach(ids.slice(0, 3), (id) => Effect.map(detail(id), (d) => (d.job.metadata as any).policies.concurrency?.source))
+      expect(sources).toEqual(["contract", "contract", undefined])
+      yield* Effect.scoped(
+        Effect.gen(function* () {
+          yield* Worker.make({ workerId: "feed-a", concurrency: 4, pollInterval: "5 millis" })
+          yield* Worker.make({ workerId: "feed-b", concurrency: 4, pollInterval: "5 millis" })
+          yield* drained(60_000)
+        })
+      )
+      expect(started).toEqual(Array.from({ length: 12 }, (_, i) => [`index${i}`, `mail${i}`]).flat())
+      expect(holders.max.get("feed")).toBe(1)
+      expect(yield* requeues(ids)).toEqual([])
+    }).pipe(Effect.provide(pgEnv(handlers)))
+  })
 })
+
