@@ -8,10 +8,13 @@ import * as Contract from "../src/job/Contract.js"
 import * as Handler from "../src/job/Handler.js"
 import { JobParameters } from "../src/job/JobParameters.js"
 import * as Publisher from "../src/job/Publisher.js"
+import * as Recurring from "../src/job/Recurring.js"
 import * as Registry from "../src/job/Registry.js"
+import * as Scheduler from "../src/job/Scheduler.js"
 import * as Worker from "../src/job/Worker.js"
 import * as SemaphoreProviderPg from "../src/semaphore/SemaphoreProviderPg.js"
 import { JobStore } from "../src/store/JobStore.js"
+import * as JobStoreMemory from "../src/store/JobStoreMemory.js"
 import * as JobStorePg from "../src/store/JobStorePg.js"
 import { freshPgLayer } from "./support/db.js"
 import { HolderCounter } from "./support/holders.js"
@@ -138,3 +141,25 @@ describe("Fifo mode on PostgreSQL, two workers x 4 fibers", () => {
   })
 })
 
+describe("Fifo policy carried onto rows not written by the publisher", () => {
+  it.effect("a recurring firing carries the contract's (or the registered handler's) Fifo policy, and nothing else", () => {
+    const Tick = Contract.job("Tick", Schema.Struct({ n: Schema.Number }), { policy: [Mutex("tick", { mode: "Fifo" })] })
+    const Plain = Contract.job("PlainTick", Schema.Struct({ n: Schema.Number }), { policy: [Mutex("plain")] })
+    const Own = Contract.job("OwnTick", Schema.Struct({ n: Schema.Number }))
+    const handlers = [Handler.job(Own, () => Effect.void, { policy: [Mutex("own", { mode: "Fifo" })] })]
+    return Effect.gen(function* () {
+      const store = yield* JobStore
+      const metadataOf = (r: Recurring.Recurring) =>
+        Effect.flatMap(Scheduler.fire(r, new Date(0)), () =>
+          Effect.map(store.get(Recurring.firingId(r.id, new Date(0))), (d) => (d._tag === "Some" ? d.value.job.metadata : undefined))
+        )
+      expect(yield* metadataOf(Recurring.make("tick", Tick, "* * * * *", { n: 1 }))).toEqual({
+        policies: { concurrency: { source: "contract", value: { key: "tick", limit: 1, mode: "Fifo" } } }
+      })
+      expect(yield* metadataOf(Recurring.make("plain", Plain, "* * * * *", { n: 1 }))).toEqual({ policies: {} })
+      expect(yield* metadataOf(Recurring.make("own", Own, "* * * * *", { n: 1 }))).toEqual({
+        policies: { concurrency: { source: "handler", value: { key: "own", limit: 1, mode: "Fifo" } } }
+      })
+    }).pipe(Effect.provide(Layer.merge(JobStoreMemory.layer, Registry.layer({ handlers }))))
+  })
+})

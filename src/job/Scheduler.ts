@@ -2,7 +2,8 @@
  * The recurring-job scheduler: one fiber per registered `Recurring` entry sleeps (on Effect's
  * `Clock`) until the entry's next cron tick and fires it.
  *
- * A firing bypasses the publisher: it inserts the row directly with empty metadata, so the
+ * A firing bypasses the publisher: it inserts the row directly with empty metadata (but for a
+ * Fifo-mode concurrency policy, carried as the publisher does, see `Publisher.fifoCarry`), so the
  * contract's declared policy is resolved (and stamped) by the first attempt, like any job. Its id is
  * derived from `(recurring id, tick)` (`Recurring.firingId`), so any number of schedulers — fibers or
  * processes on one store — fire each tick once: the second insert of a firing conflicts and is
@@ -23,11 +24,13 @@ import * as JobMetadata from "../policy/JobMetadata.js"
 import { JobStore } from "../store/JobStore.js"
 import type { StoreError } from "../store/StoreError.js"
 import { InvalidPayload } from "./errors.js"
+import { fifoCarry } from "./Publisher.js"
 import * as Recurring from "./Recurring.js"
 import { Registry } from "./Registry.js"
 
 /**
- * Fires one tick of `recurring`: inserts its row (Enqueued, ScheduleTime = tick, empty metadata).
+ * Fires one tick of `recurring`: inserts its row (Enqueued, ScheduleTime = tick, empty metadata but
+ * for a Fifo-mode concurrency policy of the handler registered in this process, or of the contract).
  * Returns false when that firing already exists (another scheduler fired it).
  */
 export const fire = (
@@ -40,6 +43,9 @@ export const fire = (
       Effect.mapError((e) => new InvalidPayload({ type: recurring.contract.name, message: ParseResult.TreeFormatter.formatErrorSync(e) }))
     )
     const id = Recurring.firingId(recurring.id, tick)
+    const registry = yield* Effect.serviceOption(Registry)
+    const handler = Option.getOrUndefined(Option.flatMap(registry, (r) => r.lookup(recurring.contract.name, null)))?.handler
+    const fifo = fifoCarry(recurring.contract, handler)
     return yield* store
       .insert([
         {
@@ -49,7 +55,7 @@ export const fire = (
           payload,
           state: "Enqueued",
           scheduleTime: tick,
-          metadata: JobMetadata.encode(JobMetadata.JobMetadata.empty)
+          metadata: JobMetadata.encode(fifo === undefined ? JobMetadata.JobMetadata.empty : JobMetadata.fromEntries({ concurrency: fifo }))
         }
       ])
       .pipe(
