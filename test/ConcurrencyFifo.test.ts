@@ -9,6 +9,7 @@ import * as Handler from "../src/job/Handler.js"
 import { JobParameters } from "../src/job/JobParameters.js"
 import * as Publisher from "../src/job/Publisher.js"
 import * as Recurring from "../src/job/Recurring.js"
+import * as Saga from "../src/job/Saga.js"
 import * as Registry from "../src/job/Registry.js"
 import * as Scheduler from "../src/job/Scheduler.js"
 import * as Worker from "../src/job/Worker.js"
@@ -161,5 +162,14 @@ describe("Fifo policy carried onto rows not written by the publisher", () => {
         policies: { concurrency: { source: "handler", value: { key: "own", limit: 1, mode: "Fifo" } } }
       })
     }).pipe(Effect.provide(Layer.merge(JobStoreMemory.layer, Registry.layer({ handlers }))))
+  })
+
+  it("nothing is carried for a saga (policy-exempt), even when its contract declares a Fifo Mutex", () => {
+    const Step = Contract.job("FifoSagaStep", Schema.Struct({ id: Schema.String }), { policy: [Mutex("saga", { mode: "Fifo" })] })
+    const saga = Saga.saga(Step, { correlate: ({ id }) => id, run: () => Effect.succeed(Saga.SagaStep.Complete()) })
+    expect(Publisher.fifoCarry(Step, saga)).toBeUndefined()
+    expect(Publisher.publishMetadata(Step, JobParameters.make(), new Date(0), saga).policies).toEqual({})
+    // no handler registered in this process: the contract's policy is carried
+    expect(Publisher.fifoCarry(Step, undefined)?.source).toBe("contract")
   })
 })

@@ -46,13 +46,14 @@ export class Publisher extends Context.Tag("warp/Publisher")<Publisher, Publishe
  * resolution), else of the contract — carried onto the row at publish, so that the store orders the
  * job by its key from its first fetch on. The carried entry only informs the fetch: resolution still
  * reads the live handler and contract (a `handler` entry is never read back), and the first attempt
- * stamps the winner.
+ * stamps the winner. Nothing is carried for a registered saga handler (policy-exempt).
  */
 export const fifoCarry = (
   contract: JobContract | MessageContract,
   handler: AnyHandler | undefined
 ): { readonly source: JobMetadata.Source; readonly value: ConcurrencyPolicy } | undefined => {
-  const declared = handler?._tag === "JobHandler" || handler?._tag === "MessageHandler" ? handler.policies.concurrency : undefined
+  if (handler !== undefined && handler._tag !== "JobHandler" && handler._tag !== "MessageHandler") return undefined
+  const declared = handler?.policies.concurrency
   if (declared !== undefined) return declared.mode === "Fifo" ? { source: "handler", value: declared } : undefined
   const own = contract.policies.concurrency
   return own?.mode === "Fifo" ? { source: "contract", value: own } : undefined
