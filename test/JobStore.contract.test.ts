@@ -301,6 +301,22 @@ for (const [name, makeLayer] of stores) {
         expect(yield* store.fetch("w2", 10, lease)).toEqual([])
       }).pipe(Effect.provide(makeLayer())))
 
+    it.live("Fifo: a row with a corrupt Fifo limit neither breaks the fetch nor stays stuck: it is claimed in turn as if at limit 1", () =>
+      Effect.gen(function* () {
+        const store = yield* JobStore
+        const corrupt = (limit: unknown) =>
+          newJob({ metadata: { policies: { concurrency: { source: "enqueue", value: { key: "bad", limit, mode: "Fifo" } } } } })
+        const rows = [corrupt("lots"), corrupt(99999999999), corrupt(1.5)]
+        const plain = newJob()
+        yield* submit([...rows, plain])
+        // the worker fails such a row ("Job metadata is invalid"), and the next one's turn comes
+        for (const [i, row] of rows.entries()) {
+          const got = yield* store.fetch(`w${i}`, 10, lease)
+          expect(ids(got)).toEqual(i === 0 ? [row.id, plain.id] : [row.id])
+          yield* store.finalize({ job: got[0]!, workerId: `w${i}`, outcome: Outcome.Failed({ error: "invalid metadata" }), metadata: got[0]!.metadata })
+        }
+      }).pipe(Effect.provide(makeLayer())))
+
     it.live("Fifo: concurrent fetches never claim more rows of a key than its limit", () =>
       Effect.gen(function* () {
         const store = yield* JobStore

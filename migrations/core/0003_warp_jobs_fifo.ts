@@ -13,5 +13,6 @@ export default Effect.gen(function* () {
     WHERE state IN ('Scheduled','Enqueued','Processing') AND (metadata #>> '{policies,concurrency,value,mode}') = 'Fifo'`
   yield* sql`
     CREATE INDEX warp_jobs_due_plain ON warp_jobs (schedule_time)
-    WHERE state IN ('Scheduled','Enqueued') AND (metadata #>> '{policies,concurrency,value,mode}') IS DISTINCT FROM 'Fifo'`
+    WHERE state IN ('Scheduled','Enqueued')
+      AND ((metadata #>> '{policies,concurrency,value,mode}') IS DISTINCT FROM 'Fifo' OR (metadata #>> '{policies,concurrency,value,key}') IS NULL)`
 })

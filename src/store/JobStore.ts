@@ -8,9 +8,11 @@ import * as Context from "effect/Context"
 import type * as Duration from "effect/Duration"
 import type * as Effect from "effect/Effect"
 import type * as Option from "effect/Option"
+import * as Schema from "effect/Schema"
 import type { Job, JobDetail, NewJob } from "../job/Job.js"
 import type { JobState } from "../job/JobState.js"
 import type { Outcome } from "../job/Outcome.js"
+import { PositiveInt } from "../policy/PolicyValues.js"
 import type { StoreError } from "./StoreError.js"
 
 /** The single finalizing write of one attempt. */
@@ -71,10 +73,26 @@ export const emptyCounts = (): Record<JobState, number> => ({
   Deleted: 0
 })
 
-/** A row's Fifo-mode concurrency policy (stamped, or carried at publish), if it has one. */
+/** The part of a row's metadata that puts it in a Fifo line: mode `Fifo` and a key (string or number). */
+const FifoRow = Schema.Struct({
+  policies: Schema.Struct({
+    concurrency: Schema.Struct({
+      value: Schema.Struct({ mode: Schema.Literal("Fifo"), key: Schema.Union(Schema.String, Schema.Number), limit: Schema.Unknown })
+    })
+  })
+})
+const isFifoRow = Schema.is(FifoRow)
+const isLimit = Schema.is(PositiveInt)
+
+/**
+ * A row's Fifo-mode concurrency policy (stamped, or carried at publish), if it has one. A row whose
+ * limit is not a valid limit (hand-corrupted metadata) counts at limit 1, so that it is claimed in
+ * turn and the worker fails it, instead of blocking its line or the fetch.
+ */
 export const fifoPolicyOf = (job: Job): { readonly key: string; readonly limit: number } | undefined => {
-  const value = (job.metadata as any)?.policies?.concurrency?.value
-  return value?.mode === "Fifo" && typeof value.key === "string" ? { key: value.key, limit: Number(value.limit) } : undefined
+  if (!isFifoRow(job.metadata)) return undefined
+  const { key, limit } = job.metadata.policies.concurrency.value
+  return { key: String(key), limit: isLimit(limit) ? limit : 1 }
 }
 
 /**

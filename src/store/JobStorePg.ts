@@ -74,7 +74,11 @@ export const make = Effect.gen(function* () {
         const key = sql`(metadata #>> '{policies,concurrency,value,key}')`
         // the predicates of the partial indexes `warp_jobs_fifo` and `warp_jobs_due_plain`, spelled alike
         const liveFifo = sql`state IN ('Scheduled','Enqueued','Processing') AND (metadata #>> '{policies,concurrency,value,mode}') = 'Fifo'`
-        const plain = sql`(metadata #>> '{policies,concurrency,value,mode}') IS DISTINCT FROM 'Fifo'`
+        const plain = sql`((metadata #>> '{policies,concurrency,value,mode}') IS DISTINCT FROM 'Fifo' OR ${key} IS NULL)`
+        // a row's limit; one that is not a valid limit (hand-corrupted metadata) counts as 1, so that the
+        // row is claimed in turn and the worker fails it (a bad cast would fail every fetch)
+        const lim = sql`(metadata #>> '{policies,concurrency,value,limit}')`
+        const rowLimit = sql`CASE WHEN ${lim} ~ '^[1-9][0-9]{0,9}$' THEN CASE WHEN ${lim}::bigint <= 2147483647 THEN ${lim}::int ELSE 1 END ELSE 1 END`
         const claim =
           hint.sameSlot !== undefined
             ? // the fiber holds a slot of this key: only rows of exactly that policy, near the head
@@ -140,7 +144,7 @@ export const make = Effect.gen(function* () {
                      count(*) FILTER (WHERE x.state <> 'Processing')
                        OVER (ORDER BY x.created_at, x.id ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS ahead
               FROM (
-                SELECT id, state, schedule_time, created_at, (metadata #>> '{policies,concurrency,value,limit}')::int AS lim
+                SELECT id, state, schedule_time, created_at, ${rowLimit} AS lim
                 FROM warp_jobs
                 WHERE ${liveFifo} AND ${key} = f.k AND (state = 'Processing' OR attempt > 0 OR schedule_time <= now())
                 ORDER BY created_at, id
