@@ -4,10 +4,11 @@
  * run at once, and no job is ever requeued (the store only hands out a key's jobs whose turn it is,
  * so the gate never finds the key full).
  *
- * 1. Memory store, several fibers under TestClock (1,000 cases, 4 shards of 250): deterministic and
- *    cheap — every wake-up is a handler sleep or a (1 s) idle poll.
- * 2. PostgreSQL store and provider, two workers of three fibers, live clock (a few dozen cases on one
- *    database, each with its own keys).
+ * 1. Memory store, several fibers under TestClock (1,000 cases, 4 shards of 250): jobs arrive while
+ *    the worker runs (random gaps), deterministic and cheap — every wake-up is an arrival, a handler
+ *    sleep or a (100 ms) idle poll.
+ * 2. PostgreSQL store and provider, two workers of three fibers, live clock (30 cases on one database,
+ *    each with its own keys; the jobs are enqueued before the workers start, gaps unused).
  *
  * Start order: at limit 1 the handler start order of a key is its enqueue order. At limit N > 1 the
  * store's claim order is the enqueue order, and jobs claimed together may enter their handlers in
@@ -17,6 +18,7 @@
 import { describe, expect, layer } from "@effect/vitest"
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as Effect from "effect/Effect"
+import * as Fiber from "effect/Fiber"
 import * as fc from "effect/FastCheck"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
@@ -42,7 +44,8 @@ const FifoStep = Contract.job("FifoStep", Schema.Struct({ key: Schema.NullOr(Sch
 interface FifoWorkload {
   readonly keys: ReadonlyArray<{ readonly limit: number }>
   readonly fibers: number
-  readonly jobs: ReadonlyArray<{ readonly key: number | null; readonly ms: number }>
+  /** In enqueue order; `gap`: ms after the previous enqueue (the memory run enqueues while the worker runs). */
+  readonly jobs: ReadonlyArray<{ readonly key: number | null; readonly ms: number; readonly gap: number }>
 }
 
 const fifoWorkload = (durations: ReadonlyArray<number>, fibers: { min: number; max: number }): fc.Arbitrary<FifoWorkload> =>
@@ -53,7 +56,8 @@ const fifoWorkload = (durations: ReadonlyArray<number>, fibers: { min: number; m
       jobs: fc.array(
         fc.record({
           key: fc.option(fc.integer({ min: 0, max: keys.length - 1 }), { freq: 6, nil: null }),
-          ms: fc.constantFrom(...durations)
+          ms: fc.constantFrom(...durations),
+          gap: fc.constantFrom(0, 0, 30, 120)
         }),
         { minLength: 1, maxLength: 14 }
       )
@@ -112,7 +116,10 @@ const check = (w: FifoWorkload, rec: Recorder, ids: ReadonlyArray<string>, name:
 
 const memoryKey = (k: number) => `fifo-${k}`
 
-/** One memory case: all jobs enqueued at time 0, then the worker runs until the horizon. */
+/**
+ * One memory case: the worker starts, the jobs are enqueued one by one (each `gap` ms after the
+ * previous) while it runs, and the clock runs to the horizon.
+ */
 const runMemory = (w: FifoWorkload) => {
   const rec = new Recorder()
   const env = Publisher.layer.pipe(
@@ -124,13 +131,24 @@ const runMemory = (w: FifoWorkload) => {
   return Effect.gen(function* () {
     const p = yield* Publisher.Publisher
     const ids: Array<string> = []
-    for (const j of w.jobs) ids.push(yield* p.enqueue(FifoStep, { key: j.key === null ? null : memoryKey(j.key), ms: j.ms }, paramsOf(w, j.key, memoryKey)))
-    // everything done by then: the jobs one after another, plus a few idle polls
-    const horizon = w.jobs.reduce((n, j) => n + j.ms, 0) + 5_000
+    // everything done by then: the arrivals, the jobs one after another, a few idle polls
+    const horizon = w.jobs.reduce((n, j) => n + j.ms + j.gap, 0) + 300
     yield* Effect.scoped(
       Effect.gen(function* () {
-        yield* Worker.make({ concurrency: w.fibers, pollInterval: "1 second", lease: "1 hour", gracePeriod: 0 })
+        yield* Worker.make({ concurrency: w.fibers, pollInterval: "100 millis", lease: "1 hour", gracePeriod: 0 })
+        const arrivals = yield* Effect.forkScoped(
+          Effect.forEach(
+            w.jobs,
+            (j) =>
+              Effect.zipRight(
+                Effect.sleep(j.gap),
+                Effect.map(p.enqueue(FifoStep, { key: j.key === null ? null : memoryKey(j.key), ms: j.ms }, paramsOf(w, j.key, memoryKey)), (id) => ids.push(id))
+              ),
+            { discard: true }
+          )
+        )
         yield* TestClock.adjust(horizon)
+        yield* Fiber.join(arrivals)
       })
     )
     yield* check(w, rec, ids, memoryKey)
@@ -144,7 +162,7 @@ describe.concurrent("Fifo: memory store, several fibers under TestClock (4 x 250
         "per key: claims and starts in enqueue order, at most the limit inside, no requeue",
         [fifoWorkload([10, 20, 30], { min: 2, max: 6 })],
         ([w]) => runMemory(w),
-        { fastCheck: { numRuns: 250 }, timeout: 120_000 }
+        { fastCheck: { numRuns: 250 }, timeout: 300_000 }
       )
     })
   }
