@@ -2,6 +2,7 @@ import { describe, expect, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
+import * as TestClock from "effect/TestClock"
 import * as Concurrency from "../src/concurrency/ConcurrencyAddon.js"
 import { Mutex } from "../src/concurrency/Concurrency.js"
 import * as Contract from "../src/job/Contract.js"
@@ -12,6 +13,7 @@ import * as Recurring from "../src/job/Recurring.js"
 import * as Saga from "../src/job/Saga.js"
 import * as Registry from "../src/job/Registry.js"
 import * as Scheduler from "../src/job/Scheduler.js"
+import * as SemaphoreProviderMemory from "../src/semaphore/SemaphoreProviderMemory.js"
 import * as Worker from "../src/job/Worker.js"
 import * as SemaphoreProviderPg from "../src/semaphore/SemaphoreProviderPg.js"
 import { JobStore } from "../src/store/JobStore.js"
@@ -171,5 +173,42 @@ describe("Fifo policy carried onto rows not written by the publisher", () => {
     expect(Publisher.publishMetadata(Step, JobParameters.make(), new Date(0), saga).policies).toEqual({})
     // no handler registered in this process: the contract's policy is carried
     expect(Publisher.fifoCarry(Step, undefined)?.source).toBe("contract")
+  })
+})
+
+describe("Fifo mode on the memory store, under TestClock", () => {
+  it.effect("a failing job retrying with backoff keeps its place: the next job of its key waits for its last attempt", () => {
+    const Step = Contract.job("RetryStep", Schema.Struct({ name: Schema.String }))
+    const log: Array<string> = []
+    const tries = new Map<string, number>()
+    const handler = Handler.job(Step, ({ name }, info) =>
+      Effect.suspend(() => {
+        log.push(`${name}#${info.attempt}`)
+        tries.set(name, (tries.get(name) ?? 0) + 1)
+        return name === "a" && tries.get(name)! < 3 ? Effect.fail("not yet") : Effect.sleep(10)
+      })
+    )
+    const env = Publisher.layer.pipe(
+      Layer.provideMerge(Registry.layer({ handlers: [handler] })),
+      Layer.provideMerge(Concurrency.layerMemoryLimits),
+      Layer.provideMerge(SemaphoreProviderMemory.layer),
+      Layer.provideMerge(JobStoreMemory.layer)
+    )
+    return Effect.gen(function* () {
+      const p = yield* Publisher.Publisher
+      const params = JobParameters.make().withMutex("acct", "Fifo").withRetry(3, { initialDelay: "1 second" })
+      const ids = yield* Effect.forEach(["a", "b", "c"], (name) => p.enqueue(Step, { name }, params))
+      yield* Effect.scoped(
+        Effect.gen(function* () {
+          yield* Worker.make({ concurrency: 3, pollInterval: "100 millis", lease: "1 hour", gracePeriod: 0 })
+          // a fails at 0 and ~1 s, succeeds at ~3 s; b and c wait for it, though due all along
+          yield* TestClock.adjust("10 seconds")
+        })
+      )
+      expect(log).toEqual(["a#1", "a#2", "a#3", "b#1", "c#1"])
+      const details = yield* Effect.forEach(ids, (id) => Effect.flatMap(JobStore, (s) => s.get(id)))
+      expect(details.map((d) => (d._tag === "Some" ? d.value.job.state : "missing"))).toEqual(["Succeeded", "Succeeded", "Succeeded"])
+      expect(details.map((d) => (d._tag === "Some" ? d.value.job.attempt : -1))).toEqual([3, 1, 1])
+    }).pipe(Effect.provide(env))
   })
 })
