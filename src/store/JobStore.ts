@@ -39,8 +39,9 @@ export interface JobStoreService {
    * lease) for `workerId`, marks them Processing and bumps `attempt`. A row is never handed to two
    * live claims. A row of a Fifo-mode key is claimable only if, among the key's Fifo rows in line
    * (Processing, or pending and either attempted before or due; ordered by createdAt, id), fewer
-   * than its limit are Processing or pending ahead of it; one fetch claims at most one Fifo row (of
-   * each key's first claimable row, the one due first) and returns it first (see {@link claimOrder}).
+   * than its limit are Processing or pending ahead of it; one fetch claims at most one pending Fifo row
+   * (of each key's first claimable row, the one due first; expired leases are recovered as usual) and
+   * returns Fifo rows first (see {@link claimOrder}).
    */
   readonly fetch: (workerId: string, limit: number, lease: Duration.Duration) => Effect.Effect<ReadonlyArray<Job>, StoreError>
   /**
