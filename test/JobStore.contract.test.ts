@@ -261,14 +261,15 @@ for (const [name, makeLayer] of stores) {
     it.live("Fifo: a due scheduled row takes its place by submission, ahead of rows submitted after it", () =>
       Effect.gen(function* () {
         const store = yield* JobStore
-        const later = fifoJob("k", 1, { state: "Scheduled", scheduleTime: new Date(Date.now() + 150) })
+        // due in 1 s: the first fetch must come before that, even on a loaded machine
+        const later = fifoJob("k", 1, { state: "Scheduled", scheduleTime: new Date(Date.now() + 1000) })
         const rows = [fifoJob("k", 1), fifoJob("k", 1)]
         yield* submit([later, ...rows])
         const first = yield* store.fetch("w1", 10, lease)
         expect(ids(first)).toEqual([rows[0]!.id])
         yield* store.finalize({ job: first[0]!, workerId: "w1", outcome: Outcome.Succeeded(), metadata: first[0]!.metadata })
         // the wall clock (PostgreSQL's now()) must pass the ScheduleTime
-        yield* Effect.sleep("200 millis")
+        yield* Effect.sleep("1100 millis")
         expect(ids(yield* store.fetch("w2", 10, lease))).toEqual([later.id])
         expect(yield* store.fetch("w3", 10, lease)).toEqual([])
       }).pipe(Effect.provide(makeLayer())))
