@@ -43,7 +43,9 @@ export const make = Effect.sync(() => {
       if (key === undefined) continue
       const pending = j.state === "Enqueued" || j.state === "Scheduled"
       if (j.state === "Processing" || (pending && (j.attempt > 0 || j.scheduleTime.getTime() <= at.getTime()))) {
-        lines.set(key, [...(lines.get(key) ?? []), j])
+        const line = lines.get(key)
+        if (line === undefined) lines.set(key, [j])
+        else line.push(j)
       }
     }
     const out = new Set<string>()
