@@ -16,13 +16,11 @@ import * as Registry from "../src/job/Registry.js"
 import * as Worker from "../src/job/Worker.js"
 import { SemaphoreProvider } from "../src/semaphore/SemaphoreProvider.js"
 import * as SemaphoreProviderMemory from "../src/semaphore/SemaphoreProviderMemory.js"
-import * as SemaphoreProviderPg from "../src/semaphore/SemaphoreProviderPg.js"
 import { JobStore } from "../src/store/JobStore.js"
 import * as JobStoreMemory from "../src/store/JobStoreMemory.js"
-import * as JobStorePg from "../src/store/JobStorePg.js"
-import { freshPgLayer } from "./support/db.js"
 import { HolderCounter } from "./support/holders.js"
 import { detail, drained } from "./support/runtime.js"
+import { pgWorkerEnv } from "./support/env.js"
 
 const Work = Contract.job("Work", Schema.Struct({ key: Schema.String, i: Schema.Number }))
 
@@ -39,14 +37,7 @@ const setups = [
   ],
   [
     "postgres",
-    (handlers: ReadonlyArray<Handler.JobHandler<any, any, never>>) =>
-      Publisher.layer.pipe(
-        Layer.provideMerge(Registry.layer({ handlers })),
-        Layer.provideMerge(Concurrency.layer),
-        Layer.provideMerge(SemaphoreProviderPg.layer()),
-        Layer.provideMerge(JobStorePg.layer),
-        Layer.provideMerge(freshPgLayer(40))
-      )
+    (handlers: ReadonlyArray<Handler.JobHandler<any, any, never>>) => pgWorkerEnv(handlers)
   ]
 ] as const
 

@@ -15,20 +15,15 @@ import { describe, expect, it } from "@effect/vitest"
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
-import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
-import * as Concurrency from "../src/concurrency/ConcurrencyAddon.js"
 import * as Contract from "../src/job/Contract.js"
 import * as Handler from "../src/job/Handler.js"
 import { JobParameters } from "../src/job/JobParameters.js"
 import * as Publisher from "../src/job/Publisher.js"
-import * as Registry from "../src/job/Registry.js"
 import * as Worker from "../src/job/Worker.js"
-import * as SemaphoreProviderPg from "../src/semaphore/SemaphoreProviderPg.js"
-import * as JobStorePg from "../src/store/JobStorePg.js"
-import { freshPgLayer } from "./support/db.js"
 import { HolderCounter } from "./support/holders.js"
 import { drained } from "./support/runtime.js"
+import { pgWorkerEnv } from "./support/env.js"
 
 const Item = Contract.job("FairItem", Schema.Struct({ key: Schema.String, i: Schema.Number, ms: Schema.Number }))
 
@@ -59,13 +54,7 @@ describe("Fifo mode under an adversarial arrival stream (PostgreSQL, 2 workers x
         run.endedAt = yield* Clock.currentTimeMillis
       })
     )
-    const env = Publisher.layer.pipe(
-      Layer.provideMerge(Registry.layer({ handlers: [handler] })),
-      Layer.provideMerge(Concurrency.layer),
-      Layer.provideMerge(SemaphoreProviderPg.layer()),
-      Layer.provideMerge(JobStorePg.layer),
-      Layer.provideMerge(freshPgLayer(40))
-    )
+    const env = pgWorkerEnv([handler])
     return Effect.gen(function* () {
       const p = yield* Publisher.Publisher
       const enqueue = (key: string, i: number, ms: number) =>

@@ -15,24 +15,15 @@ import * as Registry from "../src/job/Registry.js"
 import * as Scheduler from "../src/job/Scheduler.js"
 import * as SemaphoreProviderMemory from "../src/semaphore/SemaphoreProviderMemory.js"
 import * as Worker from "../src/job/Worker.js"
-import * as SemaphoreProviderPg from "../src/semaphore/SemaphoreProviderPg.js"
 import { JobStore } from "../src/store/JobStore.js"
 import * as JobStoreMemory from "../src/store/JobStoreMemory.js"
-import * as JobStorePg from "../src/store/JobStorePg.js"
-import { freshPgLayer } from "./support/db.js"
 import { HolderCounter } from "./support/holders.js"
 import { detail, drained } from "./support/runtime.js"
+import { pgWorkerEnv } from "./support/env.js"
 
 const Entry = Contract.job("Entry", Schema.Struct({ key: Schema.String, i: Schema.Number, ms: Schema.Number }))
 
-const pgEnv = (handlers: ReadonlyArray<Handler.JobHandler<any, any, never> | Handler.MessageHandler<any, any, never>>) =>
-  Publisher.layer.pipe(
-    Layer.provideMerge(Registry.layer({ handlers })),
-    Layer.provideMerge(Concurrency.layer),
-    Layer.provideMerge(SemaphoreProviderPg.layer()),
-    Layer.provideMerge(JobStorePg.layer),
-    Layer.provideMerge(freshPgLayer(40))
-  )
+const pgEnv = pgWorkerEnv
 
 /** Every audit entry of kind Requeued among `ids`. */
 const requeues = (ids: ReadonlyArray<string>) =>

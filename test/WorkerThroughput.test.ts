@@ -1,33 +1,21 @@
 import { describe, expect, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
-import * as Layer from "effect/Layer"
 import * as Metric from "effect/Metric"
 import * as Schema from "effect/Schema"
-import * as Concurrency from "../src/concurrency/ConcurrencyAddon.js"
 import { gateTotal } from "../src/concurrency/ConcurrencyBehavior.js"
 import * as Contract from "../src/job/Contract.js"
 import * as Handler from "../src/job/Handler.js"
 import { JobParameters } from "../src/job/JobParameters.js"
 import * as Publisher from "../src/job/Publisher.js"
-import * as Registry from "../src/job/Registry.js"
 import * as Worker from "../src/job/Worker.js"
-import * as SemaphoreProviderPg from "../src/semaphore/SemaphoreProviderPg.js"
 import { JobStore } from "../src/store/JobStore.js"
-import * as JobStorePg from "../src/store/JobStorePg.js"
-import { freshPgLayer } from "./support/db.js"
 import { HolderCounter } from "./support/holders.js"
 import { detail, drained } from "./support/runtime.js"
+import { pgWorkerEnv } from "./support/env.js"
 
 const Work = Contract.job("Work", Schema.Struct({ key: Schema.String, i: Schema.Number }))
 
-const env = (handlers: ReadonlyArray<Handler.JobHandler<any, any, never>>) =>
-  Publisher.layer.pipe(
-    Layer.provideMerge(Registry.layer({ handlers })),
-    Layer.provideMerge(Concurrency.layer),
-    Layer.provideMerge(SemaphoreProviderPg.layer()),
-    Layer.provideMerge(JobStorePg.layer),
-    Layer.provideMerge(freshPgLayer(40))
-  )
+const env = pgWorkerEnv
 
 /** Gate acquisitions of keys in family `family` so far in this process. */
 const acquired = (family: string) =>

@@ -76,11 +76,18 @@ const insertBacklog = (spec: BacklogSpec) =>
     }
   })
 
+/**
+ * Succeeded jobs, and wasted pickups: the gate's "full" requeues (audit text `Requeued — '{key}' full
+ * ...`). Not `stats:requeued`, which also counts the attempts a run's end interrupts (requeued by the
+ * worker's shutdown, when a run stops at its cap).
+ */
 const tableCounts = (url: string) =>
   withClient(url, async (c) => {
-    const r = await c.query(`SELECT key, value::bigint AS v FROM warp_counters WHERE key IN ('stats:requeued', 'stats:succeeded')`)
-    const m = new Map(r.rows.map((x: any) => [x.key as string, Number(x.v)]))
-    return { requeued: m.get("stats:requeued") ?? 0, succeeded: m.get("stats:succeeded") ?? 0 }
+    const r = await c.query(
+      `SELECT (SELECT coalesce((SELECT value FROM warp_counters WHERE key = 'stats:succeeded'), 0))::bigint AS succeeded,
+              (SELECT count(*) FROM warp_job_logs WHERE kind = 'Requeued' AND message LIKE 'Requeued — %')::bigint AS requeued`
+    )
+    return { requeued: Number(r.rows[0].requeued), succeeded: Number(r.rows[0].succeeded) }
   })
 
 /** Drains a backlog with one worker process of `spec.workers` fibers. */

@@ -32,12 +32,10 @@ import * as Publisher from "../../src/job/Publisher.js"
 import * as Registry from "../../src/job/Registry.js"
 import * as Worker from "../../src/job/Worker.js"
 import * as SemaphoreProviderMemory from "../../src/semaphore/SemaphoreProviderMemory.js"
-import * as SemaphoreProviderPg from "../../src/semaphore/SemaphoreProviderPg.js"
 import { JobStore, type JobStoreService } from "../../src/store/JobStore.js"
 import * as JobStoreMemory from "../../src/store/JobStoreMemory.js"
-import * as JobStorePg from "../../src/store/JobStorePg.js"
-import { freshPgLayer } from "../support/db.js"
 import { HolderCounter } from "../support/holders.js"
+import { pgWorkerEnv } from "../support/env.js"
 
 const FifoStep = Contract.job("FifoStep", Schema.Struct({ key: Schema.NullOr(Schema.String), ms: Schema.Number }))
 
@@ -174,13 +172,7 @@ describe("Fifo: PostgreSQL store and provider, two workers x 3 fibers, live cloc
   const handler = Handler.job(FifoStep, (payload, info) =>
     Effect.suspend(() => handlerOf(rec.current, (ms) => (ms === 0 ? Effect.yieldNow() : Effect.sleep(ms))).run(payload, info))
   )
-  const env = Publisher.layer.pipe(
-    Layer.provideMerge(Registry.layer({ handlers: [handler] })),
-    Layer.provideMerge(Concurrency.layer),
-    Layer.provideMerge(SemaphoreProviderPg.layer()),
-    Layer.provideMerge(JobStorePg.layer),
-    Layer.provideMerge(freshPgLayer(40))
-  )
+  const env = pgWorkerEnv([handler])
   layer(env, { timeout: 60_000, excludeTestServices: true })((it) => {
     it.effect.prop(
       "per key: claims and starts in enqueue order, at most the limit inside, no requeue (30 workloads)",

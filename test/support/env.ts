@@ -1,0 +1,23 @@
+import * as Layer from "effect/Layer"
+import * as Concurrency from "../../src/concurrency/ConcurrencyAddon.js"
+import type * as Handler from "../../src/job/Handler.js"
+import * as Publisher from "../../src/job/Publisher.js"
+import * as Registry from "../../src/job/Registry.js"
+import * as SemaphoreProviderPg from "../../src/semaphore/SemaphoreProviderPg.js"
+import * as JobStorePg from "../../src/store/JobStorePg.js"
+import { freshPgLayer } from "./db.js"
+
+/**
+ * Publisher, registry of `handlers`, the concurrency addon on the PostgreSQL provider and the
+ * PostgreSQL store, on a fresh database (40 connections) dropped with the layer.
+ */
+export const pgWorkerEnv = (
+  handlers: ReadonlyArray<Handler.JobHandler<any, any, never> | Handler.MessageHandler<any, any, never>>
+) =>
+  Publisher.layer.pipe(
+    Layer.provideMerge(Registry.layer({ handlers })),
+    Layer.provideMerge(Concurrency.layer),
+    Layer.provideMerge(SemaphoreProviderPg.layer()),
+    Layer.provideMerge(JobStorePg.layer),
+    Layer.provideMerge(freshPgLayer(40))
+  )
