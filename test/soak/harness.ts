@@ -310,16 +310,19 @@ export const runSoak = async (options: SoakOptions): Promise<SoakSummary> => {
         // a window [started, at]: the time, then the victim backends and the advisory locks they hold,
         // then every victim signalled at once (no wait per backend: terminating them one by one, each
         // waited for, stretched the window to seconds), then, once all are gone, the time again
+        // (the locks are read and the backends signalled in one statement: held is materialized first,
+        // the CASE makes every signal wait for it)
         const started = (await control.query(`SELECT clock_timestamp() AS at`)).rows[0].at
         const r = await control.query(
-          `WITH victims AS MATERIALIZED (SELECT pid FROM pg_stat_activity WHERE application_name = $1 AND datname = current_database())
-           SELECT ARRAY(SELECT pid FROM victims) AS pids,
-                  ARRAY(SELECT DISTINCT ((l.classid::bigint << 32) | l.objid::bigint)::text
-                        FROM pg_locks l JOIN victims v USING (pid) WHERE l.locktype = 'advisory' AND l.objsubid = 1 AND l.granted) AS held`,
+          `WITH victims AS MATERIALIZED (SELECT pid FROM pg_stat_activity WHERE application_name = $1 AND datname = current_database()),
+                held AS MATERIALIZED (SELECT DISTINCT ((l.classid::bigint << 32) | l.objid::bigint)::text AS id
+                         FROM pg_locks l JOIN victims v USING (pid) WHERE l.locktype = 'advisory' AND l.objsubid = 1 AND l.granted),
+                signalled AS MATERIALIZED (SELECT v.pid, CASE WHEN (SELECT count(*) FROM held) >= 0 THEN pg_terminate_backend(v.pid) ELSE false END AS ok
+                                           FROM victims v)
+           SELECT ARRAY(SELECT pid FROM signalled) AS pids, ARRAY(SELECT id FROM held) AS held`,
           [victim.config.name]
         )
         const pids: Array<number> = r.rows[0].pids ?? []
-        await control.query(`SELECT pg_terminate_backend(pid) FROM unnest($1::int[]) AS pid`, [pids])
         for (let i = 0; i < 1_000; i++) {
           if (Number((await control.query(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE pid = ANY($1::int[])`, [pids])).rows[0].n) === 0) break
           await sleep(2)

@@ -15,8 +15,9 @@
  * signalled together, so the window is a few milliseconds). A handler of the terminated process that
  * was inside at `from` holds a lock of a victim backend, which the harness read between the two
  * instants: if its key is among them, it stops holding at `from` (its lock may be freed from then on).
- * A handler of that process entering inside the window may have taken its slot on a victim backend
- * after that read: it counts as not holding (the only leniency, bounded by the window). The checker
+ * A handler of that process entering after `from` whose attempt was claimed before `at` may have taken
+ * its slot on a victim backend after that read, just before the backend died: it counts as not holding
+ * (the only leniency: attempts claimed before the fault ended). The checker
  * therefore counts two figures per instant — every handler inside (`inside`), and the handlers whose
  * lock is still held (`holding`). A *violation* is `holding > limit`: the provider handed out more slots
  * than exist. A *lost-slot overlap* is `inside > limit` with `holding <= limit`: the window between a
@@ -111,8 +112,9 @@ export const loadTerminations = Effect.gen(function* () {
 /**
  * When an interval's lock was lost (the earliest termination of its process that affects it), if ever:
  * inside at a termination's `from` with its key among the victims' locks — lost at `from`; entering
- * inside the window, or after it with a claim from before it and its key among the victims' locks (its
- * slot may have been taken before `from`) — lost at its entry, so it never counts as holding.
+ * after `from` with a claim from before the window's end — lost at its entry, so it never counts as
+ * holding: its slot may have been taken on a victim backend after the victims' locks were read and
+ * before that backend died (a claim after the window's end takes its slot on a backend that lives).
  */
 const lostAt = (i: Interval, terminations: ReadonlyArray<Termination>): number | undefined => {
   let first: number | undefined
@@ -122,7 +124,7 @@ const lostAt = (i: Interval, terminations: ReadonlyArray<Termination>): number |
     const lost =
       i.claimedAt < from && i.entered <= from && from < i.exited && t.keys.includes(i.key)
         ? from
-        : from < i.entered && (i.entered <= t.at || (i.claimedAt < from && t.keys.includes(i.key)))
+        : from < i.entered && i.claimedAt < t.at
           ? i.entered
           : undefined
     if (lost !== undefined && (first === undefined || lost < first)) first = lost
