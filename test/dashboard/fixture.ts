@@ -10,7 +10,6 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as ManagedRuntime from "effect/ManagedRuntime"
 import * as Schema from "effect/Schema"
-import * as Concurrency from "../../src/concurrency/ConcurrencyAddon.js"
 import { Mutex, Semaphore } from "../../src/concurrency/Concurrency.js"
 import { ConcurrencyLimitManager } from "../../src/concurrency/ConcurrencyLimitManager.js"
 import * as Dashboard from "../../src/dashboard/Dashboard.js"
@@ -21,12 +20,10 @@ import * as Publisher from "../../src/job/Publisher.js"
 import * as Registry from "../../src/job/Registry.js"
 import * as Worker from "../../src/job/Worker.js"
 import * as SemaphoreProviderMemory from "../../src/semaphore/SemaphoreProviderMemory.js"
-import * as SemaphoreProviderPg from "../../src/semaphore/SemaphoreProviderPg.js"
 import { JobStore } from "../../src/store/JobStore.js"
 import * as JobStoreMemory from "../../src/store/JobStoreMemory.js"
-import * as JobStorePg from "../../src/store/JobStorePg.js"
-import { freshPgLayer } from "../support/db.js"
 import { drained } from "../support/runtime.js"
+import { pgWorkerEnv } from "../support/env.js"
 
 /** Text that must never reach a page unescaped. */
 export const hostile = "<script>alert(1)</script>"
@@ -83,14 +80,7 @@ export const seed: Effect.Effect<Seeded, unknown, Env> = Effect.gen(function* ()
 export type PgEnv = Env | ConcurrencyLimitManager | SqlClient.SqlClient
 
 /** The app on PostgreSQL with the concurrency addon (a fresh database). */
-export const pgWithAddon = (): Layer.Layer<PgEnv, unknown> =>
-  Publisher.layer.pipe(
-    Layer.provideMerge(Registry.layer({ handlers })),
-    Layer.provideMerge(Concurrency.layer),
-    Layer.provideMerge(SemaphoreProviderPg.layer()),
-    Layer.provideMerge(JobStorePg.layer),
-    Layer.provideMerge(freshPgLayer(20))
-  )
+export const pgWithAddon = (): Layer.Layer<PgEnv, unknown> => pgWorkerEnv(handlers, 20)
 
 /** The app in memory without the concurrency addon. */
 export const memoryWithoutAddon = (): Layer.Layer<Env> =>
