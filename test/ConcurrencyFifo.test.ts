@@ -65,12 +65,10 @@ describe("Fifo mode on PostgreSQL, two workers x 4 fibers", () => {
         const started = starts.get(key) ?? []
         expect(holders.max.get(key), key).toBeLessThanOrEqual(limits[key]!)
         expect([...started].sort((a, b) => a - b), key).toEqual(order)
+        // start order is strict at limit 1; at limit N the claims are in order (checked on PostgreSQL by
+        // test/properties/fifo.test.ts), while a claimed job still on its way through the gate may see
+        // later, quicker jobs start and finish in the other slots
         if (limits[key] === 1) expect(started, key).toEqual(order)
-        // at limit N, jobs claimed together race from claim to handler: fewer than N later ones overtake
-        for (const [pos, i] of order.entries()) {
-          const overtakers = started.slice(0, started.indexOf(i)).filter((o) => order.indexOf(o) > pos)
-          expect(overtakers.length, `${key} #${i}`).toBeLessThan(limits[key]!)
-        }
       }
       expect(yield* requeues(ids)).toEqual([])
       const counters = yield* (yield* JobStore).counters

@@ -86,8 +86,20 @@ const handlerOf = (rec: Recorder, sleep: (ms: number) => Effect.Effect<void>) =>
 const paramsOf = (w: FifoWorkload, key: number | null, name: (k: number) => string) =>
   key === null ? JobParameters.make() : JobParameters.make().withSemaphore(name(key), w.keys[key]!.limit, "Fifo")
 
-/** Checks one finished case; `claims` are the claimed ids in claim order. */
-const check = (w: FifoWorkload, rec: Recorder, ids: ReadonlyArray<string>, name: (k: number) => string, claims: ReadonlyArray<string> = rec.claims) =>
+/**
+ * Checks one finished case; `claims` are the claimed ids in claim order. `boundedOvertaking`: at limit N,
+ * fewer than N later jobs start before a job — true under TestClock, where claim and handler start are one
+ * instant; on a live clock a claimed job still on its way through the gate may see later, quicker jobs start
+ * and finish in the other slots, so only the claim order (and the start order at limit 1) is checked.
+ */
+const check = (
+  w: FifoWorkload,
+  rec: Recorder,
+  ids: ReadonlyArray<string>,
+  name: (k: number) => string,
+  claims: ReadonlyArray<string> = rec.claims,
+  boundedOvertaking = true
+) =>
   Effect.gen(function* () {
     const store = yield* JobStore
     const context = JSON.stringify(w)
@@ -98,9 +110,11 @@ const check = (w: FifoWorkload, rec: Recorder, ids: ReadonlyArray<string>, name:
       const started = rec.starts.get(name(k)) ?? []
       expect([...started].sort(), context).toEqual([...enqueued].sort())
       if (limit === 1) expect(started, `start order of ${name(k)}: ${context}`).toEqual(enqueued)
-      for (const [pos, id] of enqueued.entries()) {
-        const overtakers = started.slice(0, started.indexOf(id)).filter((o) => enqueued.indexOf(o) > pos)
-        expect(overtakers.length, `overtakers of job ${pos} of ${name(k)}: ${context}`).toBeLessThan(limit)
+      if (boundedOvertaking) {
+        for (const [pos, id] of enqueued.entries()) {
+          const overtakers = started.slice(0, started.indexOf(id)).filter((o) => enqueued.indexOf(o) > pos)
+          expect(overtakers.length, `overtakers of job ${pos} of ${name(k)}: ${context}`).toBeLessThan(limit)
+        }
       }
       expect(rec.holders.max.get(name(k)) ?? 0, context).toBeLessThanOrEqual(limit)
     }
@@ -202,7 +216,7 @@ describe("Fifo: PostgreSQL store and provider, two workers x 3 fibers, live cloc
           // connections may reach their fibers in either order
           const sql = yield* SqlClient.SqlClient
           const claimed = yield* sql<{ job_id: string }>`SELECT job_id FROM warp_job_logs WHERE kind = 'Processing' AND job_id IN ${sql.in(ids)} ORDER BY id`
-          yield* check(w, rec.current, ids, key, claimed.map((r) => r.job_id))
+          yield* check(w, rec.current, ids, key, claimed.map((r) => r.job_id), false)
         })
       },
       { fastCheck: { numRuns: 30 }, timeout: 300_000 }
