@@ -30,8 +30,8 @@ const Item = Contract.job("FairItem", Schema.Struct({ key: Schema.String, i: Sch
 const POLL_MS = 10
 const HOT_MS = 4
 const COLD_MS = 2
-/** One hand-off of a slot (finalize, claim, gate) on a loaded 2-core machine: generous on purpose. */
-const HANDOFF_MS = 150
+/** One hand-off of a slot (finalize, claim, gate): 10-60 ms seen on a loaded 2-core machine; generous on purpose. */
+const HANDOFF_MS = 400
 
 interface Run {
   readonly key: string
