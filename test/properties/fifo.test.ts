@@ -36,6 +36,7 @@ import { JobStore, type JobStoreService } from "../../src/store/JobStore.js"
 import * as JobStoreMemory from "../../src/store/JobStoreMemory.js"
 import { HolderCounter } from "../support/holders.js"
 import { pgWorkerEnv } from "../support/env.js"
+import { drained } from "../support/runtime.js"
 
 const FifoStep = Contract.job("FifoStep", Schema.Struct({ key: Schema.NullOr(Schema.String), ms: Schema.Number }))
 
@@ -197,19 +198,12 @@ describe("Fifo: PostgreSQL store and provider, two workers x 3 fibers, live cloc
         rec.current = new Recorder()
         return Effect.gen(function* () {
           const p = yield* Publisher.Publisher
-          const store = yield* JobStore
           const ids: Array<string> = []
           for (const j of w.jobs) ids.push(yield* p.enqueue(FifoStep, { key: j.key === null ? null : key(j.key), ms: j.ms }, paramsOf(w, j.key, key)))
           yield* Effect.scoped(
             Effect.gen(function* () {
               for (const id of ["a", "b"]) yield* Worker.make({ workerId: `fifo-${run}-${id}`, concurrency: w.fibers, pollInterval: "5 millis" })
-              const start = Date.now()
-              while (true) {
-                const c = yield* store.countByState
-                if (c.Enqueued + c.Scheduled + c.Processing === 0) break
-                if (Date.now() - start > 30_000) return yield* Effect.dieMessage(`not drained: ${JSON.stringify(c)}`)
-                yield* Effect.sleep("5 millis")
-              }
+              yield* drained(30_000, "5 millis")
             })
           )
           // claim order as the database saw it (the audit entries' sequence): fetch results of two

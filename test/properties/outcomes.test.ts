@@ -50,6 +50,7 @@ import * as SemaphoreProviderMemory from "../../src/semaphore/SemaphoreProviderM
 import { JobStore } from "../../src/store/JobStore.js"
 import * as JobStoreMemory from "../../src/store/JobStoreMemory.js"
 import { HolderCounter } from "../support/holders.js"
+import { drained } from "../support/runtime.js"
 
 const Step = Contract.job("Step", Schema.Struct({ ms: Schema.Number, fail: Schema.Boolean }))
 const FAILURE = "handler said no"
@@ -323,16 +324,7 @@ const auditedProvider = (inner: SemaphoreProviderService, falseFull: Array<strin
 const LiveStep = Contract.job("LiveStep", Schema.Struct({ key: Schema.NullOr(Schema.String), ms: Schema.Number, fail: Schema.Boolean }))
 
 /** Polls the memory store (1 ms) until nothing is pending or processing. */
-const settled = Effect.gen(function* () {
-  const store = yield* JobStore
-  const start = Date.now()
-  while (true) {
-    const c = yield* store.countByState
-    if (c.Enqueued + c.Scheduled + c.Processing === 0) return
-    if (Date.now() - start > 20_000) return yield* Effect.dieMessage(`not settled: ${JSON.stringify(c)}`)
-    yield* Effect.sleep("1 millis")
-  }
-})
+const settled = drained(20_000, "1 millis")
 
 describe("outcomes: several fibers, live clock", () => {
   it.live.prop(

@@ -1,11 +1,12 @@
+import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import type { JobState } from "../../src/job/JobState.js"
 import { JobStore } from "../../src/store/JobStore.js"
 
-/** Waits (polling the store, bounded) until no job is pending or processing. */
-export const drained = (timeoutMs = 30_000) =>
+/** Waits (polling the store every `poll`, bounded) until no job is pending or processing. */
+export const drained = (timeoutMs = 30_000, poll: Duration.DurationInput = "20 millis") =>
   Effect.gen(function* () {
     const store = yield* JobStore
     const start = Date.now()
@@ -13,7 +14,7 @@ export const drained = (timeoutMs = 30_000) =>
       const c = yield* store.countByState
       if (c.Enqueued + c.Scheduled + c.Processing === 0) return c
       if (Date.now() - start > timeoutMs) return yield* Effect.dieMessage(`not drained after ${timeoutMs} ms: ${JSON.stringify(c)}`)
-      yield* Effect.sleep("20 millis")
+      yield* Effect.sleep(poll)
     }
   })
 
