@@ -1,6 +1,8 @@
 import { defineConfig } from "vitest/config"
+import { alias } from "./vitest.shared.js"
 
 export default defineConfig({
+  resolve: { alias },
   test: {
     include: ["test/**/*.test.ts"],
     exclude: ["**/node_modules/**"],

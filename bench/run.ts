@@ -297,7 +297,7 @@ const main = async () => {
     }
 
     // 6. latency
-    const multiplexAvailable = readFileSync(here("../src/semaphore/SemaphoreProviderPg.ts"), "utf8").includes("multiplex")
+    const multiplexAvailable = readFileSync(here("../src/internal/semaphore/SemaphoreProviderPg.ts"), "utf8").includes("multiplex")
     if (enabled("6")) {
       const variants = [{ name: "default", options: {} }, ...(multiplexAvailable ? [{ name: "multiplex", options: { multiplex: { connections: 4 } } }] : [])]
       const spec = { iterations: scaled(3_000), block: 100, limits: [1, 5], variants }

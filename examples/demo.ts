@@ -15,7 +15,6 @@ import pg from "pg"
 import {
   Concurrency,
   Contract,
-  Dashboard,
   Database,
   Handler,
   JobMetadata,
@@ -30,8 +29,9 @@ import {
   SemaphoreProviderMemory,
   SemaphoreProviderPg,
   Worker
-} from "../src/index.js"
-import * as EmbeddedPostgres from "../src/testing/EmbeddedPostgres.js"
+} from "warp-effect"
+import { Dashboard } from "warp-effect/dashboard"
+import * as EmbeddedPostgres from "../src/internal/testing/EmbeddedPostgres.js"
 
 // ---- contracts: where each constraint is declared --------------------------------------------
 /** Dedupe: refreshing a cache twice at once is wasteful — Mutex, default mode Skip. */

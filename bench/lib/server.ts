@@ -3,7 +3,7 @@
  * measured run, and the server-side counters every run is charged with.
  */
 import pg from "pg"
-import * as EmbeddedPostgres from "../../src/testing/EmbeddedPostgres.js"
+import * as EmbeddedPostgres from "../../src/internal/testing/EmbeddedPostgres.js"
 
 /** A server for the whole run. */
 export interface Server {

@@ -6,7 +6,7 @@ import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import { createServer } from "node:http"
-import { Dashboard } from "warp-effect"
+import { Dashboard } from "warp-effect/dashboard"
 
 // Who may edit admin limits: your app's own check (here, a header set by an authenticating proxy).
 // Without `authorize` the dashboard is read-only.

@@ -6,18 +6,18 @@ import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
 import * as TestClock from "effect/TestClock"
-import * as CircuitBreakerAddon from "../../src/circuitbreaker/CircuitBreakerAddon.js"
-import { openText } from "../../src/circuitbreaker/CircuitBreakerBehavior.js"
-import * as CircuitBreakerState from "../../src/circuitbreaker/CircuitBreakerState.js"
-import * as Contract from "../../src/job/Contract.js"
-import * as Handler from "../../src/job/Handler.js"
-import * as Publisher from "../../src/job/Publisher.js"
-import * as Worker from "../../src/job/Worker.js"
-import { CircuitBreaker, Retry } from "../../src/policy/Policies.js"
-import { CircuitBreakerPolicy } from "../../src/policy/PolicyValues.js"
-import type { JobStore } from "../../src/store/JobStore.js"
-import * as JobStoreMemory from "../../src/store/JobStoreMemory.js"
-import * as JobStorePg from "../../src/store/JobStorePg.js"
+import * as CircuitBreakerAddon from "../../src/internal/circuitbreaker/CircuitBreakerAddon.js"
+import { openText } from "../../src/internal/circuitbreaker/CircuitBreakerBehavior.js"
+import * as CircuitBreakerState from "../../src/internal/circuitbreaker/CircuitBreakerState.js"
+import * as Contract from "../../src/internal/job/Contract.js"
+import * as Handler from "../../src/internal/job/Handler.js"
+import * as Publisher from "../../src/internal/job/Publisher.js"
+import * as Worker from "../../src/internal/job/Worker.js"
+import { CircuitBreaker, Retry } from "../../src/internal/policy/Policies.js"
+import { CircuitBreakerPolicy } from "../../src/internal/policy/PolicyValues.js"
+import type { JobStore } from "../../src/internal/store/JobStore.js"
+import * as JobStoreMemory from "../../src/internal/store/JobStoreMemory.js"
+import * as JobStorePg from "../../src/internal/store/JobStorePg.js"
 import { freshPgLayer } from "../support/db.js"
 import { deploy, until } from "./env.js"
 
@@ -109,7 +109,7 @@ describe("circuit-breaker state", () => {
     }).pipe(Effect.provide(JobStorePg.layer.pipe(Layer.provideMerge(freshPgLayer(20))))))
 })
 
-const setups: ReadonlyArray<readonly [string, () => Layer.Layer<JobStore | CircuitBreakerState.CircuitBreakerState | import("../../src/job/Pipeline.js").CircuitBreakerAddon, unknown>]> = [
+const setups: ReadonlyArray<readonly [string, () => Layer.Layer<JobStore | CircuitBreakerState.CircuitBreakerState | import("../../src/internal/job/Pipeline.js").CircuitBreakerAddon, unknown>]> = [
   ["memory", () => Layer.merge(JobStoreMemory.layer, CircuitBreakerAddon.layerMemory)],
   [
     "postgres",

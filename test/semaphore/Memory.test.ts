@@ -1,4 +1,4 @@
-import * as SemaphoreProviderMemory from "../../src/semaphore/SemaphoreProviderMemory.js"
-import * as ProviderContract from "../../src/testing/ProviderContract.js"
+import * as SemaphoreProviderMemory from "../../src/internal/semaphore/SemaphoreProviderMemory.js"
+import * as ProviderContract from "../../src/internal/testing/ProviderContract.js"
 
 ProviderContract.suite("memory", () => SemaphoreProviderMemory.layer)

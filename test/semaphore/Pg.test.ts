@@ -1,6 +1,6 @@
 import * as Layer from "effect/Layer"
-import * as SemaphoreProviderPg from "../../src/semaphore/SemaphoreProviderPg.js"
-import * as ProviderContract from "../../src/testing/ProviderContract.js"
+import * as SemaphoreProviderPg from "../../src/internal/semaphore/SemaphoreProviderPg.js"
+import * as ProviderContract from "../../src/internal/testing/ProviderContract.js"
 import { sharedDatabase } from "./pg.js"
 
 const db = sharedDatabase()

@@ -8,9 +8,9 @@ import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Scope from "effect/Scope"
-import { lockId } from "../../src/semaphore/lockId.js"
-import { SemaphoreProvider, type Slot, slotName } from "../../src/semaphore/SemaphoreProvider.js"
-import * as SemaphoreProviderPg from "../../src/semaphore/SemaphoreProviderPg.js"
+import { lockId } from "../../src/internal/semaphore/lockId.js"
+import { SemaphoreProvider, type Slot, slotName } from "../../src/internal/semaphore/SemaphoreProvider.js"
+import * as SemaphoreProviderPg from "../../src/internal/semaphore/SemaphoreProviderPg.js"
 import { sharedDatabase } from "./pg.js"
 
 const db = sharedDatabase()

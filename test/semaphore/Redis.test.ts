@@ -7,9 +7,9 @@ import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Scope from "effect/Scope"
 import { Redis } from "ioredis"
-import { SemaphoreProvider } from "../../src/semaphore/SemaphoreProvider.js"
-import * as SemaphoreProviderRedis from "../../src/semaphore/SemaphoreProviderRedis.js"
-import * as ProviderContract from "../../src/testing/ProviderContract.js"
+import { SemaphoreProvider } from "../../src/internal/semaphore/SemaphoreProvider.js"
+import * as SemaphoreProviderRedis from "../../src/internal/semaphore/SemaphoreProviderRedis.js"
+import * as ProviderContract from "../../src/internal/testing/ProviderContract.js"
 import { redisReachable, redisUrl, runPrefix } from "./redis.js"
 
 const reachable = await redisReachable()

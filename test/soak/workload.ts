@@ -14,12 +14,12 @@ import * as Exit from "effect/Exit"
 import * as Option from "effect/Option"
 import * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
-import { CurrentAttempt } from "../../src/job/Attempt.js"
-import * as Contract from "../../src/job/Contract.js"
-import * as Handler from "../../src/job/Handler.js"
-import { LOCK_PREFIX } from "../../src/concurrency/ConcurrencyBehavior.js"
-import { lockId } from "../../src/semaphore/lockId.js"
-import { slotName } from "../../src/semaphore/SemaphoreProvider.js"
+import { CurrentAttempt } from "../../src/internal/job/Attempt.js"
+import * as Contract from "../../src/internal/job/Contract.js"
+import * as Handler from "../../src/internal/job/Handler.js"
+import { LOCK_PREFIX } from "../../src/internal/concurrency/ConcurrencyBehavior.js"
+import { lockId } from "../../src/internal/semaphore/lockId.js"
+import { slotName } from "../../src/internal/semaphore/SemaphoreProvider.js"
 
 /**
  * The one job type. `ms`: time inside the handler; `fail`: the handler fails (every attempt);

@@ -1,10 +1,10 @@
 import * as Layer from "effect/Layer"
-import * as Concurrency from "../../src/concurrency/ConcurrencyAddon.js"
-import type * as Handler from "../../src/job/Handler.js"
-import * as Publisher from "../../src/job/Publisher.js"
-import * as Registry from "../../src/job/Registry.js"
-import * as SemaphoreProviderPg from "../../src/semaphore/SemaphoreProviderPg.js"
-import * as JobStorePg from "../../src/store/JobStorePg.js"
+import * as Concurrency from "../../src/internal/concurrency/ConcurrencyAddon.js"
+import type * as Handler from "../../src/internal/job/Handler.js"
+import * as Publisher from "../../src/internal/job/Publisher.js"
+import * as Registry from "../../src/internal/job/Registry.js"
+import * as SemaphoreProviderPg from "../../src/internal/semaphore/SemaphoreProviderPg.js"
+import * as JobStorePg from "../../src/internal/store/JobStorePg.js"
 import { freshPgLayer } from "./db.js"
 
 /**

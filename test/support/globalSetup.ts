@@ -1,5 +1,5 @@
 import type { TestProject } from "vitest/node"
-import * as EmbeddedPostgres from "../../src/testing/EmbeddedPostgres.js"
+import * as EmbeddedPostgres from "../../src/internal/testing/EmbeddedPostgres.js"
 
 declare module "vitest" {
   export interface ProvidedContext {

@@ -2,8 +2,8 @@ import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
-import type { JobState } from "../../src/job/JobState.js"
-import { JobStore } from "../../src/store/JobStore.js"
+import type { JobState } from "../../src/internal/job/JobState.js"
+import { JobStore } from "../../src/internal/store/JobStore.js"
 
 /** Waits (polling the store every `poll`, bounded) until no job is pending or processing. */
 export const drained = (timeoutMs = 30_000, poll: Duration.DurationInput = "20 millis") =>

@@ -10,7 +10,7 @@ import { describe, expect, it } from "vitest"
 const root = fileURLToPath(new URL("../../", import.meta.url))
 
 const script = `
-import * as EmbeddedPostgres from "./src/testing/EmbeddedPostgres.ts"
+import * as EmbeddedPostgres from "./src/internal/testing/EmbeddedPostgres.ts"
 const server = await EmbeddedPostgres.start()
 await server.stop()
 process.exitCode = Number(process.env.WANTED_CODE)

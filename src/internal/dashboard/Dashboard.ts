@@ -21,7 +21,6 @@ import * as HttpIncomingMessage from "@effect/platform/HttpIncomingMessage"
 import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import * as UrlParams from "@effect/platform/UrlParams"
-import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
@@ -36,6 +35,7 @@ import { JobStore } from "../store/JobStore.js"
 import * as Csrf from "./Csrf.js"
 import type { Html } from "./Html.js"
 import * as LimitForm from "./LimitForm.js"
+import { importPeer, type MissingPeerDependency } from "../MissingPeer.js"
 import * as Pages from "./Pages.js"
 
 /** Decides whether a request may change admin limits. */
@@ -305,7 +305,7 @@ const formatUrl = (address: HttpServer.Address, prefix: string): string => {
  * otherwise. Provide it with the app's layers: it needs a `JobStore`, and shows the concurrency page
  * when a `ConcurrencyLimitManager` is among them. Read the address with {@link url}.
  */
-export const layer = (options: ServeOptions = {}): Layer.Layer<DashboardServer, ServeError, JobStore> => {
+export const layer = (options: ServeOptions = {}): Layer.Layer<DashboardServer, ServeError | MissingPeerDependency, JobStore> => {
   const prefix = normalizePrefix(options.prefix ?? "/warp")
   const routes = router(options)
   const app = Effect.catchTag(routes, "RouteNotFound", () =>
@@ -318,7 +318,11 @@ export const layer = (options: ServeOptions = {}): Layer.Layer<DashboardServer, 
     DashboardServer,
     HttpServer.addressWith((a) => Effect.succeed({ url: formatUrl(a, prefix) }))
   )
-  return Layer.merge(served, address).pipe(
-    Layer.provide(NodeHttpServer.layer(createServer, { port: options.port ?? 0, host: options.host ?? "127.0.0.1" }))
+  const server = Layer.unwrapEffect(
+    Effect.map(
+      importPeer("@effect/platform-node", "Dashboard.layer (warp-effect/dashboard)", () => import("@effect/platform-node/NodeHttpServer")),
+      (NodeHttpServer) => NodeHttpServer.layer(createServer, { port: options.port ?? 0, host: options.host ?? "127.0.0.1" })
+    )
   )
+  return Layer.merge(served, address).pipe(Layer.provide(server))
 }

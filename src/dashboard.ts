@@ -1,0 +1,15 @@
+/**
+ * `warp-effect/dashboard`: the web dashboard, as an `HttpRouter` to mount in your own
+ * `@effect/platform` server, or a Layer that serves it on its own port (needs the optional peer
+ * `@effect/platform-node`; without it, `Dashboard.layer` fails with `MissingPeerDependency`).
+ *
+ * @since 0.2.0
+ */
+
+/**
+ * The dashboard's router and server Layer.
+ *
+ * @since 0.1.0
+ * @category dashboard
+ */
+export * as Dashboard from "./internal/dashboard/Dashboard.js"

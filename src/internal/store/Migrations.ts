@@ -1,0 +1,32 @@
+/**
+ * Schema migrations, run by @effect/sql's Migrator. The schema lives in `migrations/<set>/`
+ * (`NNNN_name.ts`, default export an Effect); the files are imported statically here and handed to
+ * `Migrator.fromRecord`, so nothing reads the filesystem and a bundler sees every migration. The core
+ * runtime and the concurrency addon keep separate migration tables, so the addon's schema arrives only
+ * when the addon is registered.
+ *
+ * @since 0.1.0
+ */
+import * as Migrator from "@effect/sql/Migrator"
+import type * as SqlClient from "@effect/sql/SqlClient"
+import type { SqlError } from "@effect/sql/SqlError"
+import type * as Effect from "effect/Effect"
+import concurrency0001 from "../../../migrations/concurrency/0001_warp_concurrency_limits.js"
+import core0001 from "../../../migrations/core/0001_warp_jobs.js"
+import core0002 from "../../../migrations/core/0002_warp_policy_state.js"
+import core0003 from "../../../migrations/core/0003_warp_jobs_fifo.js"
+
+const run = (migrations: Record<string, Effect.Effect<void, unknown, SqlClient.SqlClient>>, table: string) =>
+  Migrator.make({})({ loader: Migrator.fromRecord(migrations), table })
+
+/** A migration run's result: the migrations applied now. */
+export type MigrationRun = Effect.Effect<ReadonlyArray<readonly [number, string]>, Migrator.MigrationError | SqlError, SqlClient.SqlClient>
+
+/** Creates or upgrades the core tables (`warp_jobs`, `warp_job_logs`, `warp_counters`). */
+export const core: MigrationRun = run(
+  { "0001_warp_jobs": core0001, "0002_warp_policy_state": core0002, "0003_warp_jobs_fifo": core0003 },
+  "warp_migrations"
+)
+
+/** Creates or upgrades the concurrency addon's tables (`warp_concurrency_limits`). */
+export const concurrency: MigrationRun = run({ "0001_warp_concurrency_limits": concurrency0001 }, "warp_concurrency_migrations")
