@@ -121,8 +121,8 @@ const program = Effect.gen(function* () {
 
   yield* Effect.scoped(
     Effect.gen(function* () {
-      yield* Worker.make({ concurrency: 4, pollInterval: "20 millis", workerId: "demo-worker-a" })
-      yield* Worker.make({ concurrency: 4, pollInterval: "20 millis", workerId: "demo-worker-b" })
+      yield* Worker.make({ addons: [Concurrency.addon], concurrency: 4, pollInterval: "20 millis", workerId: "demo-worker-a" })
+      yield* Worker.make({ addons: [Concurrency.addon], concurrency: 4, pollInterval: "20 millis", workerId: "demo-worker-b" })
       while (true) {
         const c = yield* store.countByState
         const running = [...live.entries()].filter(([, n]) => n > 0).map(([k, n]) => `${k}=${n}`).join(" ")

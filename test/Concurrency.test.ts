@@ -56,7 +56,7 @@ for (const [name, env] of setups) {
         return Effect.gen(function* () {
           const p = yield* Publisher.Publisher
           const ids = yield* Effect.forEach(Array.from({ length: 40 }, (_, i) => i), (i) => p.enqueue(Work, { key: "shared", i }))
-          yield* Effect.scoped(Effect.zipRight(Worker.make({ concurrency: 8, pollInterval: "5 millis" }), drained(60_000)))
+          yield* Effect.scoped(Effect.zipRight(Worker.make({ addons: [Concurrency.addon], concurrency: 8, pollInterval: "5 millis" }), drained(60_000)))
           expect(holders.max.get("shared")).toBeLessThanOrEqual(limit)
           if (limit > 1) expect(holders.max.get("shared")).toBeGreaterThan(1)
           for (let i = 0; i < 40; i++) expect(runs.get(i)).toBe(1)
@@ -82,7 +82,7 @@ for (const [name, env] of setups) {
           const first = yield* p.enqueue(Work, { key: "report", i: 1 })
           yield* Effect.scoped(
             Effect.gen(function* () {
-              yield* Worker.make({ concurrency: 2, pollInterval: "5 millis" })
+              yield* Worker.make({ addons: [Concurrency.addon], concurrency: 2, pollInterval: "5 millis" })
               yield* Deferred.await(inside)
               const second = yield* p.enqueue(Work, { key: "report", i: 2 })
               // wait until the second job has been decided
@@ -117,7 +117,7 @@ for (const [name, env] of setups) {
           yield* p.enqueue(Work, { key: "user:1", i: 1 }, params)
           yield* Effect.scoped(
             Effect.gen(function* () {
-              yield* Worker.make({ concurrency: 2, pollInterval: "5 millis" })
+              yield* Worker.make({ addons: [Concurrency.addon], concurrency: 2, pollInterval: "5 millis" })
               yield* Deferred.await(inside)
               const second = yield* p.enqueue(Work, { key: "user:1", i: 2 }, params)
               while (!(yield* detail(second)).logs.some((l) => l.kind === "Requeued")) yield* Effect.sleep("5 millis")
@@ -147,7 +147,7 @@ for (const [name, env] of setups) {
           m.mode = "Wait"
         })
         yield* Effect.forEach(Array.from({ length: 10 }, (_, i) => i), (i) => p.enqueue(Work, { key: "api", i: 100 + i }, viaConfigure))
-        yield* Effect.scoped(Effect.zipRight(Worker.make({ concurrency: 8, pollInterval: "5 millis" }), drained(60_000)))
+        yield* Effect.scoped(Effect.zipRight(Worker.make({ addons: [Concurrency.addon], concurrency: 8, pollInterval: "5 millis" }), drained(60_000)))
         expect(holders.max.get("api")).toBe(2)
       }).pipe(Effect.provide(env([handler])))
     })
@@ -160,7 +160,7 @@ for (const [name, env] of setups) {
       return Effect.gen(function* () {
         const p = yield* Publisher.Publisher
         const ids = yield* Effect.forEach([1, 2, 3], (i) => p.enqueue(Work, { key: "-", i }))
-        yield* Effect.scoped(Effect.zipRight(Worker.make({ concurrency: 2, pollInterval: "5 millis" }), drained()))
+        yield* Effect.scoped(Effect.zipRight(Worker.make({ addons: [Concurrency.addon], concurrency: 2, pollInterval: "5 millis" }), drained()))
         for (const id of ids) expect((yield* detail(id)).job.state).toBe("Succeeded")
       }).pipe(
         Effect.provide(
@@ -202,7 +202,7 @@ describe("Concurrency addon registration", () => {
     return Effect.gen(function* () {
       const p = yield* Publisher.Publisher
       yield* Effect.forEach(Array.from({ length: 15 }, (_, i) => i), (i) => Effect.zipRight(p.enqueue(A, { i }), p.enqueue(B, { i })))
-      yield* Effect.scoped(Effect.zipRight(Worker.make({ concurrency: 8, pollInterval: "5 millis" }), drained(60_000)))
+      yield* Effect.scoped(Effect.zipRight(Worker.make({ addons: [Concurrency.addon], concurrency: 8, pollInterval: "5 millis" }), drained(60_000)))
       expect(holders.max.get("pool")).toBeLessThanOrEqual(3)
       expect(holders.max.get("pool")).toBeGreaterThan(1)
     }).pipe(Effect.provide(setups[1][1](handlers)))
@@ -216,7 +216,7 @@ describe("Concurrency addon registration", () => {
       const before = yield* counter("Acquired")
       const p = yield* Publisher.Publisher
       yield* Effect.forEach([1, 2, 3], (i) => p.enqueue(Work, { key: "x", i }))
-      yield* Effect.scoped(Effect.zipRight(Worker.make({ concurrency: 1, pollInterval: "5 millis" }), drained()))
+      yield* Effect.scoped(Effect.zipRight(Worker.make({ addons: [Concurrency.addon], concurrency: 1, pollInterval: "5 millis" }), drained()))
       expect((yield* counter("Acquired")) - before).toBe(3)
     }).pipe(Effect.provide(setups[0][1]([handler])))
   })

@@ -20,6 +20,7 @@ import * as Contract from "../src/internal/job/Contract.js"
 import * as Handler from "../src/internal/job/Handler.js"
 import { JobParameters } from "../src/internal/job/JobParameters.js"
 import * as Publisher from "../src/internal/job/Publisher.js"
+import * as Concurrency from "../src/internal/concurrency/ConcurrencyAddon.js"
 import * as Worker from "../src/internal/job/Worker.js"
 import { HolderCounter } from "./support/holders.js"
 import { drained } from "./support/runtime.js"
@@ -71,8 +72,8 @@ describe("Fifo mode under an adversarial arrival stream (PostgreSQL, 2 workers x
       yield* Effect.scoped(
         Effect.gen(function* () {
           workersAt = yield* Clock.currentTimeMillis
-          yield* Worker.make({ workerId: "fair-a", concurrency: 4, pollInterval: `${POLL_MS} millis` })
-          yield* Worker.make({ workerId: "fair-b", concurrency: 4, pollInterval: `${POLL_MS} millis` })
+          yield* Worker.make({ addons: [Concurrency.addon], workerId: "fair-a", concurrency: 4, pollInterval: `${POLL_MS} millis` })
+          yield* Worker.make({ addons: [Concurrency.addon], workerId: "fair-b", concurrency: 4, pollInterval: `${POLL_MS} millis` })
           const stream = yield* Effect.fork(
             Effect.forever(Effect.zipRight(Effect.suspend(() => enqueue("hot", hot++, HOT_MS)), Effect.sleep("3 millis")))
           )

@@ -55,8 +55,8 @@ describe("Fifo mode on PostgreSQL, two workers x 4 fibers", () => {
       }
       yield* Effect.scoped(
         Effect.gen(function* () {
-          yield* Worker.make({ workerId: "fifo-a", concurrency: 4, pollInterval: "5 millis" })
-          yield* Worker.make({ workerId: "fifo-b", concurrency: 4, pollInterval: "5 millis" })
+          yield* Worker.make({ addons: [Concurrency.addon], workerId: "fifo-a", concurrency: 4, pollInterval: "5 millis" })
+          yield* Worker.make({ addons: [Concurrency.addon], workerId: "fifo-b", concurrency: 4, pollInterval: "5 millis" })
           yield* drained(60_000)
         })
       )
@@ -89,8 +89,8 @@ describe("Fifo mode on PostgreSQL, two workers x 4 fibers", () => {
       expect((first.job.metadata as any).policies.concurrency).toEqual({ source: "contract", value: { key: "ledger", limit: 1, mode: "Fifo" } })
       yield* Effect.scoped(
         Effect.gen(function* () {
-          yield* Worker.make({ workerId: "ledger-a", concurrency: 4, pollInterval: "5 millis" })
-          yield* Worker.make({ workerId: "ledger-b", concurrency: 4, pollInterval: "5 millis" })
+          yield* Worker.make({ addons: [Concurrency.addon], workerId: "ledger-a", concurrency: 4, pollInterval: "5 millis" })
+          yield* Worker.make({ addons: [Concurrency.addon], workerId: "ledger-b", concurrency: 4, pollInterval: "5 millis" })
           yield* drained(60_000)
         })
       )
@@ -121,8 +121,8 @@ describe("Fifo mode on PostgreSQL, two workers x 4 fibers", () => {
       expect(sources).toEqual(["contract", "contract", undefined])
       yield* Effect.scoped(
         Effect.gen(function* () {
-          yield* Worker.make({ workerId: "feed-a", concurrency: 4, pollInterval: "5 millis" })
-          yield* Worker.make({ workerId: "feed-b", concurrency: 4, pollInterval: "5 millis" })
+          yield* Worker.make({ addons: [Concurrency.addon], workerId: "feed-a", concurrency: 4, pollInterval: "5 millis" })
+          yield* Worker.make({ addons: [Concurrency.addon], workerId: "feed-b", concurrency: 4, pollInterval: "5 millis" })
           yield* drained(60_000)
         })
       )
@@ -189,7 +189,7 @@ describe("Fifo mode on the memory store, under TestClock", () => {
       const ids = yield* Effect.forEach(["a", "b", "c"], (name) => p.enqueue(Step, { name }, params))
       yield* Effect.scoped(
         Effect.gen(function* () {
-          yield* Worker.make({ concurrency: 3, pollInterval: "100 millis", lease: "1 hour", gracePeriod: 0 })
+          yield* Worker.make({ addons: [Concurrency.addon], concurrency: 3, pollInterval: "100 millis", lease: "1 hour", gracePeriod: 0 })
           // a fails at 0 and ~1 s, succeeds at ~3 s; b and c wait for it, though due all along
           yield* TestClock.adjust("10 seconds")
         })

@@ -150,7 +150,6 @@ const runtimes = [
     (handlers: Handlers, calls = new Map<string, number>()) =>
       Publisher.layer.pipe(
         Layer.provideMerge(Registry.layer({ handlers })),
-        Layer.provideMerge(Concurrency.layerBehavior),
         Layer.provideMerge(counting(ConcurrencyLimitManager.layerMemory, calls)),
         Layer.provideMerge(SemaphoreProviderMemory.layer),
         Layer.provideMerge(JobStoreMemory.layer)
@@ -161,7 +160,6 @@ const runtimes = [
     (handlers: Handlers, calls = new Map<string, number>()) =>
       Publisher.layer.pipe(
         Layer.provideMerge(Registry.layer({ handlers })),
-        Layer.provideMerge(Concurrency.layerBehavior),
         Layer.provideMerge(counting(ConcurrencyLimitManager.layerPg, calls)),
         Layer.provideMerge(SemaphoreProviderPg.layer()),
         Layer.provideMerge(JobStorePg.layer),
@@ -205,7 +203,7 @@ const observeLimit = (key: string, limit: number, holders: HolderCounter, releas
     const ids = yield* Effect.forEach(Array.from({ length: JOBS }, (_, i) => i), (i) => p.enqueue(Work, { i }, params))
     yield* Effect.scoped(
       Effect.gen(function* () {
-        yield* Worker.make({ concurrency: JOBS, pollInterval: "10 millis", gracePeriod: "1 second" })
+        yield* Worker.make({ addons: [Concurrency.addon], concurrency: JOBS, pollInterval: "10 millis", gracePeriod: "1 second" })
         yield* holdingAt(key, limit, holders)
         yield* Deferred.succeed(release, undefined)
         yield* drained(30_000)
@@ -271,7 +269,7 @@ for (const [name, env] of runtimes) {
           yield* Effect.forEach(Array.from({ length: JOBS }, (_, i) => i), (i) => p.enqueue(Work, { i }))
           yield* Effect.scoped(
             Effect.gen(function* () {
-              yield* Worker.make({ concurrency: JOBS, pollInterval: "10 millis", gracePeriod: "1 second" })
+              yield* Worker.make({ addons: [Concurrency.addon], concurrency: JOBS, pollInterval: "10 millis", gracePeriod: "1 second" })
               yield* holdingAt("api", 2, holders)
               yield* limits.addOrUpdateLimit("api", 3)
               yield* holdingAt("api", 3, holders)
@@ -300,7 +298,7 @@ for (const [name, env] of runtimes) {
         yield* (yield* Limits).addOrUpdateLimit("api", 1)
         const keyed = yield* Effect.forEach(Array.from({ length: 10 }, (_, i) => i), (i) => p.enqueue(Work, { i }))
         yield* Effect.forEach(Array.from({ length: 5 }, (_, i) => i), (i) => p.enqueue(Plain, { i }))
-        yield* Effect.scoped(Effect.zipRight(Worker.make({ concurrency: 4, pollInterval: "5 millis" }), drained(30_000)))
+        yield* Effect.scoped(Effect.zipRight(Worker.make({ addons: [Concurrency.addon], concurrency: 4, pollInterval: "5 millis" }), drained(30_000)))
         let attempts = 0
         let requeues = 0
         for (const id of keyed) {

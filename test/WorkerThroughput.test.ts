@@ -7,6 +7,7 @@ import * as Contract from "../src/internal/job/Contract.js"
 import * as Handler from "../src/internal/job/Handler.js"
 import { JobParameters } from "../src/internal/job/JobParameters.js"
 import * as Publisher from "../src/internal/job/Publisher.js"
+import * as Concurrency from "../src/internal/concurrency/ConcurrencyAddon.js"
 import * as Worker from "../src/internal/job/Worker.js"
 import { JobStore } from "../src/internal/store/JobStore.js"
 import { HolderCounter } from "./support/holders.js"
@@ -36,7 +37,7 @@ describe("Worker on PostgreSQL: slot reuse, contended keys, batches", () => {
         const ids = yield* Effect.forEach(Array.from({ length: 60 }, (_, i) => i), (i) => p.enqueue(Work, { key: `${family}:1`, i }, params))
         const before = yield* acquired(family)
         yield* Effect.scoped(
-          Effect.zipRight(Worker.make({ concurrency: 6, pollInterval: "5 millis", ...(reuse ? { slotReuse: {} } : { slotReuse: false }) }), drained(60_000))
+          Effect.zipRight(Worker.make({ addons: [Concurrency.addon], concurrency: 6, pollInterval: "5 millis", ...(reuse ? { slotReuse: {} } : { slotReuse: false }) }), drained(60_000))
         )
         const passes = (yield* acquired(family)) - before
         expect(holders.max.get(`${family}:1`)).toBe(1)
@@ -63,7 +64,7 @@ describe("Worker on PostgreSQL: slot reuse, contended keys, batches", () => {
       yield* Effect.forEach(Array.from({ length: 60 }, (_, i) => i), (i) =>
         p.enqueue(Work, { key: "api", i }, i % 2 === 0 ? JobParameters.make().withMutex("api", "Wait") : JobParameters.make().withSemaphore("api", 3))
       )
-      yield* Effect.scoped(Effect.zipRight(Worker.make({ concurrency: 8, pollInterval: "5 millis" }), drained(60_000)))
+      yield* Effect.scoped(Effect.zipRight(Worker.make({ addons: [Concurrency.addon], concurrency: 8, pollInterval: "5 millis" }), drained(60_000)))
       expect(holders.max.get("api")).toBeLessThanOrEqual(3)
       expect(mutexHolders.max.get("api")).toBe(1)
       expect(runs).toBe(60)
@@ -78,7 +79,7 @@ describe("Worker on PostgreSQL: slot reuse, contended keys, batches", () => {
       yield* Effect.forEach(Array.from({ length: 300 }, (_, i) => i), (i) => p.enqueue(Work, { key: "-", i }))
       yield* Effect.scoped(
         Effect.gen(function* () {
-          yield* Worker.make({ concurrency: 4, pollInterval: "5 millis" })
+          yield* Worker.make({ addons: [Concurrency.addon], concurrency: 4, pollInterval: "5 millis" })
           while (runs < 40) yield* Effect.sleep("2 millis")
         })
       )

@@ -105,7 +105,7 @@ export const backlog = async (url: string, spec: BacklogSpec): Promise<BacklogRe
       Effect.gen(function* () {
         const t0 = performance.now()
         const cpu0 = process.cpuUsage()
-        yield* Worker.make({ concurrency: spec.workers, pollInterval: spec.pollMs, ...(spec.slotReuse === true ? { slotReuse: {} } : {}) })
+        yield* Worker.make({ addons: [Concurrency.addon], concurrency: spec.workers, pollInterval: spec.pollMs, ...(spec.slotReuse === true ? { slotReuse: {} } : {}) })
         elapsedMs = yield* Effect.promise(() => waitUntil(() => holders.completed >= spec.jobs, spec.capMs, t0))
         const cpu = process.cpuUsage(cpu0)
         cpuMs = (cpu.user + cpu.system) / 1000
@@ -140,7 +140,7 @@ export const dedupe = async (
       Effect.gen(function* () {
         const publisher = yield* Publisher.Publisher
         const store = yield* JobStore
-        yield* Worker.make({ concurrency: spec.workers, pollInterval: spec.pollMs })
+        yield* Worker.make({ addons: [Concurrency.addon], concurrency: spec.workers, pollInterval: spec.pollMs })
         const t0 = performance.now()
         let next = 0
         const producer = Effect.gen(function* () {

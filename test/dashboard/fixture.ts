@@ -9,6 +9,7 @@ import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as ManagedRuntime from "effect/ManagedRuntime"
+import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
 import { Mutex, Semaphore } from "../../src/internal/concurrency/Concurrency.js"
 import { ConcurrencyLimitManager } from "../../src/internal/concurrency/ConcurrencyLimitManager.js"
@@ -18,7 +19,9 @@ import * as Handler from "../../src/internal/job/Handler.js"
 import { JobParameters } from "../../src/internal/job/JobParameters.js"
 import * as Publisher from "../../src/internal/job/Publisher.js"
 import * as Registry from "../../src/internal/job/Registry.js"
+import * as Concurrency from "../../src/internal/concurrency/ConcurrencyAddon.js"
 import * as Worker from "../../src/internal/job/Worker.js"
+import { SemaphoreProvider } from "../../src/internal/semaphore/SemaphoreProvider.js"
 import * as SemaphoreProviderMemory from "../../src/internal/semaphore/SemaphoreProviderMemory.js"
 import { JobStore } from "../../src/internal/store/JobStore.js"
 import * as JobStoreMemory from "../../src/internal/store/JobStoreMemory.js"
@@ -64,7 +67,18 @@ export const seed: Effect.Effect<Seeded, unknown, Env> = Effect.gen(function* ()
   const caches = yield* Effect.forEach(["eu", "us", "ap", "eu"], (region) => p.enqueue(RefreshCache, { region }))
   const ledgers = yield* Effect.forEach(["acme", "globex"], (account) => p.enqueue(SyncLedger, { account }))
   const hostileJob = yield* p.enqueue(Hostile, { note: hostile }, JobParameters.make().withSemaphore(hostile, 2))
-  yield* Effect.scoped(Effect.zipRight(Worker.make({ concurrency: 4, pollInterval: "10 millis" }), drained(30_000)))
+  // the concurrency addon runs when the app has it (the PostgreSQL app), as an app would register it
+  const manager = yield* Effect.serviceOption(ConcurrencyLimitManager)
+  const provider = yield* Effect.serviceOption(SemaphoreProvider)
+  const options = { concurrency: 4, pollInterval: "10 millis" } as const
+  const worker =
+    Option.isSome(manager) && Option.isSome(provider)
+      ? Worker.make({ ...options, addons: [Concurrency.addon] }).pipe(
+          Effect.provideService(ConcurrencyLimitManager, manager.value),
+          Effect.provideService(SemaphoreProvider, provider.value)
+        )
+      : Worker.make(options)
+  yield* Effect.scoped(Effect.zipRight(worker, drained(30_000)))
   const waiting = yield* Effect.forEach([1, 2], (i) => p.enqueue(ChargeCard, { invoice: 2000 + i, customer: "c-late" }))
   const later = yield* p.schedule(ChargeCard, { invoice: 3000, customer: "c-tomorrow" }, new Date(Date.now() + 86_400_000))
   // the ChargeCard with the most requeues (there usually are some: 2 slots, 4 worker fibers)

@@ -352,7 +352,8 @@ describe("store failures", () => {
       get: () => down,
       list: () => down,
       countByState: down,
-      counters: down
+      counters: down,
+      locks: { tryAcquire: () => Effect.die("unused") }
     })
     const broken = await F.serve({ context: Context.make(F.JobStoreTag, store) } as F.App<F.Env>)
     try {

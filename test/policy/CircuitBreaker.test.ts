@@ -109,7 +109,7 @@ describe("circuit-breaker state", () => {
     }).pipe(Effect.provide(JobStorePg.layer.pipe(Layer.provideMerge(freshPgLayer(20))))))
 })
 
-const setups: ReadonlyArray<readonly [string, () => Layer.Layer<JobStore | CircuitBreakerState.CircuitBreakerState | import("../../src/internal/job/Pipeline.js").CircuitBreakerAddon, unknown>]> = [
+const setups: ReadonlyArray<readonly [string, () => Layer.Layer<JobStore | CircuitBreakerState.CircuitBreakerState, unknown>]> = [
   ["memory", () => Layer.merge(JobStoreMemory.layer, CircuitBreakerAddon.layerMemory)],
   [
     "postgres",
@@ -144,8 +144,8 @@ for (const [name, infra] of setups) {
           const p = yield* Publisher.Publisher
           yield* Effect.scoped(
             Effect.gen(function* () {
-              yield* Worker.make({ concurrency: 2, pollInterval: "5 millis", workerId: "w1" })
-              yield* Worker.make({ concurrency: 2, pollInterval: "5 millis", workerId: "w2" })
+              yield* Worker.make({ concurrency: 2, pollInterval: "5 millis", workerId: "w1", addons: [CircuitBreakerAddon.addon] })
+              yield* Worker.make({ concurrency: 2, pollInterval: "5 millis", workerId: "w2", addons: [CircuitBreakerAddon.addon] })
               // one job: its first failure is retried (still counted), its second is final -> threshold 2 reached
               const first = yield* p.enqueue(Charge, { i: 1 })
               yield* until(first, (d) => d.job.state === "Failed")

@@ -10,8 +10,7 @@ import * as Publisher from "../../src/internal/job/Publisher.js"
 import type * as Declaration from "../../src/internal/policy/Declaration.js"
 import { Retry, Timeout } from "../../src/internal/policy/Policies.js"
 import { JobStore } from "../../src/internal/store/JobStore.js"
-import * as JobStoreMemory from "../../src/internal/store/JobStoreMemory.js"
-import { deploy, until, withWorker } from "./env.js"
+import { backends, deploy, until, withWorker } from "./env.js"
 
 const P = Schema.Struct({ n: Schema.Number })
 const Job = Contract.job("PJob", P)
@@ -104,6 +103,6 @@ describe("handlers built around the typed API are checked when their job runs", 
       expect(ran).toBe(3)
       const counts = yield* (yield* JobStore).countByState
       expect(counts.Failed).toBe(5)
-    }).pipe(Effect.provide(deploy({ handlers })), Effect.provide(Layer.fresh(JobStoreMemory.layer)))
+    }).pipe(Effect.provide(deploy({ handlers })), Effect.provide(Layer.fresh(backends[0]![1]())))
   })
 })

@@ -96,17 +96,15 @@ for (const [name, makeLimiter, store] of setups) {
       const calls: Array<string> = []
       let runs = 0
       const handlers = [Handler.job(Call, () => Effect.sync(() => runs++)), Handler.job(Free, () => Effect.void)]
-      const addon = RateLimitAddon.layerBehavior.pipe(
-        Layer.provide(Layer.effect(RateLimiter.RateLimiter, Effect.map(makeLimiter, spying(admitted, calls))))
-      )
+      const addon = Layer.effect(RateLimiter.RateLimiter, Effect.map(makeLimiter, spying(admitted, calls)))
       return Effect.gen(function* () {
         const p = yield* Publisher.Publisher
         const ids = yield* Effect.forEach([1, 2, 3, 4, 5, 6, 7], (i) => p.enqueue(Call, { i }))
         const free = yield* p.enqueue(Free, {})
         yield* Effect.scoped(
           Effect.gen(function* () {
-            yield* Worker.make({ concurrency: 2, pollInterval: "5 millis", workerId: "w1" })
-            yield* Worker.make({ concurrency: 2, pollInterval: "5 millis", workerId: "w2" })
+            yield* Worker.make({ concurrency: 2, pollInterval: "5 millis", workerId: "w1", addons: [RateLimitAddon.addon] })
+            yield* Worker.make({ concurrency: 2, pollInterval: "5 millis", workerId: "w2", addons: [RateLimitAddon.addon] })
             yield* Effect.forEach([...ids, free], (id) => until(id, (d) => d.job.state === "Succeeded"))
           })
         )
@@ -140,15 +138,13 @@ for (const [name, makeLimiter, store] of setups) {
       const Call = Contract.job("Hourly", Schema.Struct({ i: Schema.Number }), { policy: [RateLimit("partner-api", 3, "1 minute")] })
       const admitted: Array<{ key: string; windowStart: number }> = []
       let runs = 0
-      const addon = RateLimitAddon.layerBehavior.pipe(
-        Layer.provide(Layer.effect(RateLimiter.RateLimiter, Effect.map(makeLimiter, spying(admitted, []))))
-      )
+      const addon = Layer.effect(RateLimiter.RateLimiter, Effect.map(makeLimiter, spying(admitted, [])))
       return Effect.gen(function* () {
         const p = yield* Publisher.Publisher
         const ids = yield* Effect.forEach([1, 2, 3, 4], (i) => p.enqueue(Call, { i }))
         yield* withWorker(
           Effect.forEach(ids, (id) => until(id, (d) => d.job.state === "Succeeded" || (d.job.state === "Scheduled" && d.logs.some((l) => l.kind === "Requeued")))),
-          { concurrency: 2 }
+          { concurrency: 2, addons: [RateLimitAddon.addon] }
         )
         const windows = new Set(admitted.map((a) => a.windowStart))
         if (admitted.length === 4) {

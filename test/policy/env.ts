@@ -9,7 +9,7 @@ import type { CircuitBreakerState } from "../../src/internal/circuitbreaker/Circ
 import * as Concurrency from "../../src/internal/concurrency/ConcurrencyAddon.js"
 import type { ConcurrencyLimitManager } from "../../src/internal/concurrency/ConcurrencyLimitManager.js"
 import type { AnyHandler } from "../../src/internal/job/Handler.js"
-import type { CircuitBreakerAddon as CircuitBreakerSlot, ConcurrencyAddon, RateLimitAddon as RateLimitSlot } from "../../src/internal/job/Pipeline.js"
+import type { Addon, AddonServices } from "../../src/internal/job/Pipeline.js"
 import * as Publisher from "../../src/internal/job/Publisher.js"
 import type { Recurring } from "../../src/internal/job/Recurring.js"
 import * as Registry from "../../src/internal/job/Registry.js"
@@ -31,11 +31,8 @@ import { freshPgLayer } from "../support/db.js"
 export type Infra =
   | JobStore
   | SemaphoreProvider
-  | ConcurrencyAddon
   | ConcurrencyLimitManager
-  | RateLimitSlot
   | RateLimiter
-  | CircuitBreakerSlot
   | CircuitBreakerState
 
 /** The infrastructure of one backend, on fresh state per use. */
@@ -68,12 +65,17 @@ export const deploy = (input: {
     Layer.provideMerge(GlobalPolicies.layer(input.globals ?? []))
   )
 
-/** Runs `body` with a worker of the deploy in context, in its own scope (the worker stops after). */
-export const withWorker = <A, E, R>(
+/** Every addon, as the infrastructure above provides their services. */
+export const allAddons = [Concurrency.addon, CircuitBreakerAddon.addon, RateLimitAddon.addon] as const
+
+/** Runs `body` with a worker of the deploy (every addon on) in context, in its own scope (the worker stops after). */
+export const withWorker = <A, E, R, const Ad extends ReadonlyArray<Addon<any>> = typeof allAddons>(
   body: Effect.Effect<A, E, R>,
-  options: Worker.WorkerOptions = {}
-): Effect.Effect<A, E, Exclude<R, Scope.Scope> | JobStore | Registry.Registry> =>
-  Effect.scoped(Effect.zipRight(Worker.make({ concurrency: 2, pollInterval: "5 millis", ...options }), body))
+  options: Worker.WorkerOptions<Ad> = {}
+): Effect.Effect<A, E, Exclude<R, Scope.Scope> | JobStore | Registry.Registry | AddonServices<Ad>> =>
+  Effect.scoped(
+    Effect.zipRight(Worker.make<Ad>({ concurrency: 2, pollInterval: "5 millis", addons: allAddons as unknown as Ad, ...options }), body)
+  )
 
 /** The decoded metadata of one job, as the store's detail view shows it. */
 export const metadataOf = (id: string) =>

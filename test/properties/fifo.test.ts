@@ -148,7 +148,7 @@ const runMemory = (w: FifoWorkload) => {
     const horizon = w.jobs.reduce((n, j) => n + j.ms + j.gap, 0) + 300
     yield* Effect.scoped(
       Effect.gen(function* () {
-        yield* Worker.make({ concurrency: w.fibers, pollInterval: "100 millis", lease: "1 hour", gracePeriod: 0 })
+        yield* Worker.make({ addons: [Concurrency.addon], concurrency: w.fibers, pollInterval: "100 millis", lease: "1 hour", gracePeriod: 0 })
         const arrivals = yield* Effect.forkScoped(
           Effect.forEach(
             w.jobs,
@@ -202,7 +202,7 @@ describe("Fifo: PostgreSQL store and provider, two workers x 3 fibers, live cloc
           for (const j of w.jobs) ids.push(yield* p.enqueue(FifoStep, { key: j.key === null ? null : key(j.key), ms: j.ms }, paramsOf(w, j.key, key)))
           yield* Effect.scoped(
             Effect.gen(function* () {
-              for (const id of ["a", "b"]) yield* Worker.make({ workerId: `fifo-${run}-${id}`, concurrency: w.fibers, pollInterval: "5 millis" })
+              for (const id of ["a", "b"]) yield* Worker.make({ addons: [Concurrency.addon], workerId: `fifo-${run}-${id}`, concurrency: w.fibers, pollInterval: "5 millis" })
               yield* drained(30_000, "5 millis")
             })
           )

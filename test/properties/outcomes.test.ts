@@ -247,7 +247,7 @@ const runExact = (w: Workload) => {
     yield* Effect.scoped(
       Effect.gen(function* () {
         // the fiber is never idle while work is pending; a long poll interval only saves wake-ups at the end
-        yield* Worker.make({ concurrency: 1, pollInterval: "1 second", lease: "1 hour", gracePeriod: 0, workerId: WORKER_ID, maxBatch: 1, slotReuse: false })
+        yield* Worker.make({ addons: [Concurrency.addon], concurrency: 1, pollInterval: "1 second", lease: "1 hour", gracePeriod: 0, workerId: WORKER_ID, maxBatch: 1, slotReuse: false })
         yield* TestClock.adjust(horizon)
       })
     )
@@ -354,7 +354,7 @@ describe("outcomes: several fibers, live clock", () => {
         const ids = yield* Effect.forEach(jobs, (j) =>
           p.enqueue(LiveStep, { key: j.key === null ? null : keyName(j.key), ms: j.ms, fail: j.fail }, paramsOf(w.keys, j))
         )
-        yield* Effect.scoped(Effect.zipRight(Worker.make({ concurrency: w.fibers, pollInterval: "1 millis", gracePeriod: "5 seconds" }), settled))
+        yield* Effect.scoped(Effect.zipRight(Worker.make({ addons: [Concurrency.addon], concurrency: w.fibers, pollInterval: "1 millis", gracePeriod: "5 seconds" }), settled))
         const store = yield* JobStore
         const context = JSON.stringify(w)
         for (const [i, k] of w.keys.entries()) expect(holders.max.get(keyName(i)) ?? 0, context).toBeLessThanOrEqual(k.limit)

@@ -112,7 +112,7 @@ const rejectsLimit = (limit: number, providerRejects: boolean) =>
     const raw = JSON.stringify({ policies: { concurrency: { source: "enqueue", value: { key: "k", limit, mode: "Wait" } } } })
     yield* store.insert([{ id: "bad-limit", type: "Task", handler: null, payload: { key: "k", ms: 0 }, state: "Enqueued", scheduleTime: new Date(), metadata: JSON.parse(raw) }])
     const good = yield* p.enqueue(Task, { key: "k", ms: 0 }, JobParameters.make().withSemaphore("k", 2))
-    yield* Effect.scoped(Effect.zipRight(Worker.make({ concurrency: 2, pollInterval: "10 millis" }), drained()))
+    yield* Effect.scoped(Effect.zipRight(Worker.make({ addons: [Concurrency.addon], concurrency: 2, pollInterval: "10 millis" }), drained()))
     const bad = yield* detail("bad-limit")
     expect(bad.job.state).toBe("Failed")
     expect(bad.logs.at(-1)!.message).toMatch(/^Job metadata is invalid: /)
@@ -164,7 +164,7 @@ describe("bad input: concurrency limits", () => {
       Effect.gen(function* () {
         const p = yield* Publisher.Publisher
         const ids = yield* Effect.forEach([1, 2, 3], () => p.enqueue(Task, { key: "wide", ms: 20 }, JobParameters.make().withSemaphore("wide", 2 ** 31 - 1)))
-        yield* Effect.scoped(Effect.zipRight(Worker.make({ concurrency: 3, pollInterval: "10 millis" }), drained(20_000)))
+        yield* Effect.scoped(Effect.zipRight(Worker.make({ addons: [Concurrency.addon], concurrency: 3, pollInterval: "10 millis" }), drained(20_000)))
         for (const id of ids) expect((yield* detail(id)).job.state).toBe("Succeeded")
         expect(yield* advisoryLocks).toBe(0)
       })
@@ -202,7 +202,7 @@ describe("bad input: concurrency keys", () => {
       Effect.gen(function* () {
         const p = yield* Publisher.Publisher
         const ids = yield* Effect.forEach(Array.from({ length: 6 }), () => p.enqueue(Task, { key, ms: 150 }, JobParameters.make().withMutex(key)))
-        yield* Effect.scoped(Effect.zipRight(Worker.make({ concurrency: 6, pollInterval: "10 millis" }), drained()))
+        yield* Effect.scoped(Effect.zipRight(Worker.make({ addons: [Concurrency.addon], concurrency: 6, pollInterval: "10 millis" }), drained()))
         expect(probe.holders.max.get(key)).toBe(1)
         const states = yield* Effect.forEach(ids, (id) => detail(id))
         const deleted = states.filter((d) => d.job.state === "Deleted")
@@ -236,7 +236,7 @@ const corruptRows = (probe: Probe, rows: ReadonlyArray<readonly [string, unknown
     const good = yield* Effect.forEach(Array.from({ length: 8 }), (_, i) =>
       p.enqueue(Task, { key: i % 2 === 0 ? "shared" : null, ms: 5 }, i % 2 === 0 ? JobParameters.make().withSemaphore("shared", 2) : JobParameters.make())
     )
-    yield* Effect.scoped(Effect.zipRight(Worker.make({ concurrency: 3, pollInterval: "10 millis" }), drained()))
+    yield* Effect.scoped(Effect.zipRight(Worker.make({ addons: [Concurrency.addon], concurrency: 3, pollInterval: "10 millis" }), drained()))
     for (const [id] of rows) {
       const d = yield* detail(id)
       expect({ id, state: d.job.state }).toEqual({ id, state: "Failed" })
@@ -309,7 +309,7 @@ describe("bad input: hand-corrupted metadata rows", () => {
         const p = yield* Publisher.Publisher
         yield* insertRaw("unknown-contract", { policies: { concurrency: { source: "enqueue", value: { key: "shared", limit: 1, mode: "Wait" } } } }, "NoSuchContract")
         const good = yield* Effect.forEach([1, 2, 3], () => p.enqueue(Task, { key: "shared", ms: 5 }, JobParameters.make().withMutex("shared", "Wait")))
-        yield* Effect.scoped(Effect.zipRight(Worker.make({ concurrency: 2, pollInterval: "10 millis" }), drained()))
+        yield* Effect.scoped(Effect.zipRight(Worker.make({ addons: [Concurrency.addon], concurrency: 2, pollInterval: "10 millis" }), drained()))
         const d = yield* detail("unknown-contract")
         expect(d.job.state).toBe("Failed")
         expect(d.logs.at(-1)!.message).toMatch(/^Unknown job type 'NoSuchContract'/)
@@ -391,7 +391,7 @@ const underConnectionLoss = (fault: (admin: pg.Client, dbName: string) => Promis
       }
       yield* Effect.scoped(
         Effect.gen(function* () {
-          yield* Worker.make({ concurrency: 6, pollInterval: "10 millis", lease: "5 seconds" })
+          yield* Worker.make({ addons: [Concurrency.addon], concurrency: 6, pollInterval: "10 millis", lease: "5 seconds" })
           for (let f = 0; f < faults; f++) {
             yield* Effect.sleep("250 millis")
             terminations.push({ pid: 0, at: Date.now(), keys: ["sem", "mutex"] })

@@ -121,7 +121,7 @@ const main = Effect.gen(function* () {
   while (true) {
     yield* Effect.scoped(
       Effect.gen(function* () {
-        yield* Worker.make({
+        yield* Worker.make({ addons: [Concurrency.addon],
           concurrency: config.fibers,
           pollInterval: `${config.pollMs} millis`,
           lease: `${config.leaseMs} millis`,

@@ -7,21 +7,19 @@
 import type * as SqlClient from "@effect/sql/SqlClient"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import { CircuitBreakerAddon } from "../job/Pipeline.js"
+import { type Addon, order } from "../job/Pipeline.js"
 import * as CircuitBreakerBehavior from "./CircuitBreakerBehavior.js"
 import { CircuitBreakerState, layerMemory as stateMemory, layerPg as statePg } from "./CircuitBreakerState.js"
 
-/** The addon's behavior, on the `CircuitBreakerState` in context. */
-export const layerBehavior: Layer.Layer<CircuitBreakerAddon, never, CircuitBreakerState> = Layer.effect(
-  CircuitBreakerAddon,
-  Effect.map(CircuitBreakerState, (state) => ({ behavior: CircuitBreakerBehavior.make(state) }))
-)
+/** The addon: hand it to the worker (`addons: [CircuitBreakerAddon.addon]`); it needs a `CircuitBreakerState`. */
+export const addon: Addon<CircuitBreakerState> = {
+  name: "circuitBreaker",
+  order: order.circuitBreaker,
+  behavior: Effect.map(CircuitBreakerState, CircuitBreakerBehavior.make)
+}
 
 /** The addon on PostgreSQL: every worker on the database shares each group's breaker. */
-export const layer: Layer.Layer<CircuitBreakerAddon | CircuitBreakerState, never, SqlClient.SqlClient> = Layer.provideMerge(
-  layerBehavior,
-  statePg
-)
+export const layer: Layer.Layer<CircuitBreakerState, never, SqlClient.SqlClient> = statePg
 
 /** The addon with in-process breakers (one process, tests). */
-export const layerMemory: Layer.Layer<CircuitBreakerAddon | CircuitBreakerState> = Layer.provideMerge(layerBehavior, stateMemory)
+export const layerMemory: Layer.Layer<CircuitBreakerState> = stateMemory

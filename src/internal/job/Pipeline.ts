@@ -5,7 +5,6 @@
  *
  * @since 0.1.0
  */
-import * as Context from "effect/Context"
 import type * as Effect from "effect/Effect"
 import type * as Scope from "effect/Scope"
 import type { Attempt } from "./Attempt.js"
@@ -25,23 +24,19 @@ export const compose = (
 ): Effect.Effect<Outcome, never, Scope.Scope> => behaviors.reduceRight((next, b) => b.wrap(attempt, next), inner)
 
 /**
- * A service contributing one behavior to the worker's pipeline. Addons (concurrency, rate limit,
- * circuit breaker) provide such a service from their Layer; without the Layer, the behavior is absent
- * and the worker never touches the addon.
+ * An addon: a behavior for the worker's pipeline, built from the services it names in `R`. Addons are
+ * values handed to the worker (`Worker.make({ addons: [Concurrency.addon] })`), so the worker's type
+ * shows every service its pipeline needs; an addon not handed over is absent, and the worker never
+ * touches its services. `order` places it in the pipeline: lower runs outermost.
  */
-export interface BehaviorProvider {
-  readonly behavior: Behavior
+export interface Addon<R = never> {
+  readonly name: string
+  readonly order: number
+  readonly behavior: Effect.Effect<Behavior, never, R>
 }
 
-/** Slot of the concurrency addon's behavior (provided by `Concurrency.layer`). */
-export class ConcurrencyAddon extends Context.Tag("warp/addon/Concurrency")<ConcurrencyAddon, BehaviorProvider>() {}
-/** Slot of the rate-limit addon's behavior. */
-export class RateLimitAddon extends Context.Tag("warp/addon/RateLimit")<RateLimitAddon, BehaviorProvider>() {}
-/** Slot of the circuit-breaker addon's behavior. */
-export class CircuitBreakerAddon extends Context.Tag("warp/addon/CircuitBreaker")<CircuitBreakerAddon, BehaviorProvider>() {}
+/** The services an array of addons needs. */
+export type AddonServices<A extends ReadonlyArray<Addon<any>>> = A[number] extends infer X ? (X extends Addon<infer R> ? R : never) : never
 
-/**
- * Addon slots in pipeline order, outermost first. The rate limiter sits innermost, so a start is
- * counted only for a job that the concurrency gate and the circuit breaker let through.
- */
-export const addonSlots: ReadonlyArray<Context.Tag<any, BehaviorProvider>> = [ConcurrencyAddon, CircuitBreakerAddon, RateLimitAddon]
+/** Pipeline order of the built-in addons: the concurrency gate outermost, the rate limiter innermost. */
+export const order = { concurrency: 0, circuitBreaker: 10, rateLimit: 20 } as const

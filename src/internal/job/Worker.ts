@@ -27,21 +27,26 @@ import * as Stream from "effect/Stream"
 import * as JobMetadata from "../policy/JobMetadata.js"
 import type { ConcurrencyPolicy } from "../policy/PolicyValues.js"
 import { GlobalPolicies } from "../policy/GlobalPolicies.js"
+import type { Policies } from "../policy/PolicyFamily.js"
 import * as PolicyResolution from "../policy/PolicyResolution.js"
 import * as RetryBehavior from "../policy/RetryBehavior.js"
 import * as TimeoutBehavior from "../policy/TimeoutBehavior.js"
-import { SemaphoreProvider } from "../semaphore/SemaphoreProvider.js"
-import * as SemaphoreProviderMemory from "../semaphore/SemaphoreProviderMemory.js"
 import { JobStore } from "../store/JobStore.js"
 import { type Attempt, CurrentAttempt } from "./Attempt.js"
 import type { Job } from "./Job.js"
 import { Outcome } from "./Outcome.js"
-import { addonSlots, type Behavior, compose, ConcurrencyAddon } from "./Pipeline.js"
+import { type Addon, type AddonServices, type Behavior, compose } from "./Pipeline.js"
 import { Registry } from "./Registry.js"
 import * as Saga from "./Saga.js"
 
 /** Worker options. */
-export interface WorkerOptions {
+export interface WorkerOptions<A extends ReadonlyArray<Addon<any>> = ReadonlyArray<Addon<never>>> {
+  /**
+   * The addons of the pipeline (e.g. `[Concurrency.addon, RateLimitAddon.addon]`), placed by their
+   * `order`; the worker needs the services they name. Without an addon, the worker ignores its family
+   * (still resolved and stamped, like any policy).
+   */
+  readonly addons?: A
   /** Fibers running attempts at once (default 4). */
   readonly concurrency?: number
   /** Idle wait between empty fetches (default 100 ms). */
@@ -134,27 +139,27 @@ export interface WorkerHandle {
 }
 
 /**
- * Starts a worker in the current scope. Requires the store and registry; uses `GlobalPolicies`, a
- * `SemaphoreProvider` (for sagas) and addon behaviors when present.
+ * Starts a worker in the current scope. Requires the store, the registry and the services of the
+ * addons it is given. Global defaults come from `GlobalPolicies` (a reference: none unless provided),
+ * read at every attempt; saga handlers are serialized per correlation through the store's own locks
+ * (`JobStore.locks`), which span every process sharing the store.
  */
-export const make = (options: WorkerOptions = {}): Effect.Effect<WorkerHandle, never, Scope.Scope | JobStore | Registry> =>
+export const make = <const A extends ReadonlyArray<Addon<any>> = []>(
+  options: WorkerOptions<A> = {}
+): Effect.Effect<WorkerHandle, never, Scope.Scope | JobStore | Registry | AddonServices<A>> =>
   Effect.gen(function* () {
     const store = yield* JobStore
     const registry = yield* Registry
-    const globals = Option.getOrElse(yield* Effect.serviceOption(GlobalPolicies), () => ({}))
-    const semaphores = yield* Option.match(yield* Effect.serviceOption(SemaphoreProvider), {
-      onNone: () => SemaphoreProviderMemory.make,
-      onSome: Effect.succeed
-    })
-    // The concurrency gate is the outermost behavior (see `addonSlots`); the worker wraps it around the
-    // others itself so that it can reuse a held slot.
+    const globalPolicies = yield* GlobalPolicies
+    const semaphores = store.locks
+    // The concurrency gate is the outermost behavior; the worker wraps it around the others itself so
+    // that it can reuse a held slot.
     let gate: Behavior | undefined
     const addons: Array<Behavior> = []
-    for (const tag of addonSlots) {
-      const provider = yield* Effect.serviceOption(tag)
-      if (Option.isNone(provider)) continue
-      if (tag === ConcurrencyAddon) gate = provider.value.behavior
-      else addons.push(provider.value.behavior)
+    for (const addon of [...(options.addons ?? [])].sort((a, b) => a.order - b.order)) {
+      const behavior: Behavior = yield* addon.behavior
+      if (addon.name === "concurrency") gate = behavior
+      else addons.push(behavior)
     }
     const innerBehaviors = [...addons, ...coreBehaviors]
 
@@ -222,7 +227,7 @@ export const make = (options: WorkerOptions = {}): Effect.Effect<WorkerHandle, n
       }).pipe(Effect.catchAll((e) => Effect.succeed(Outcome.Failed({ error: e.message }))))
 
     /** Prepares an attempt, or says why the job cannot run. */
-    const prepare = (job: Job, now: Date): Either.Either<{ attempt: Attempt; metadata: unknown }, string> => {
+    const prepare = (job: Job, now: Date, globals: Policies): Either.Either<{ attempt: Attempt; metadata: unknown }, string> => {
       const registered = registry.lookup(job.type, job.handler)
       if (Option.isNone(registered)) {
         return Either.left(
@@ -259,7 +264,7 @@ export const make = (options: WorkerOptions = {}): Effect.Effect<WorkerHandle, n
     const runUnderSlot = (job: Job, policy: ConcurrencyPolicy, later: Array<Job>): Effect.Effect<boolean> => {
       let done = false
       return Effect.gen(function* () {
-        const prepared = prepare(job, new Date(yield* Clock.currentTimeMillis))
+        const prepared = prepare(job, new Date(yield* Clock.currentTimeMillis), yield* globalPolicies.current)
         if (Either.isLeft(prepared)) {
           yield* Effect.uninterruptible(Effect.tap(finalize(job, Outcome.Failed({ error: prepared.left }), job.metadata), () => (done = true)))
           return true
@@ -347,7 +352,7 @@ export const make = (options: WorkerOptions = {}): Effect.Effect<WorkerHandle, n
         recorded !== undefined ? Effect.void : Effect.uninterruptible(Effect.tap(finalize(job, outcome, metadata), () => (recorded = outcome)))
       return Effect.gen(function* () {
         const now = new Date(yield* Clock.currentTimeMillis)
-        const prepared = prepare(job, now)
+        const prepared = prepare(job, now, yield* globalPolicies.current)
         if (Either.isLeft(prepared)) {
           const failed = Outcome.Failed({ error: prepared.left })
           yield* finalizeOnce(failed, job.metadata)
@@ -499,5 +504,6 @@ export const make = (options: WorkerOptions = {}): Effect.Effect<WorkerHandle, n
   })
 
 /** A worker as a Layer: starts when the layer is built, shuts down gracefully when it is released. */
-export const layer = (options: WorkerOptions = {}): Layer.Layer<never, never, JobStore | Registry> =>
-  Layer.scopedDiscard(make(options))
+export const layer = <const A extends ReadonlyArray<Addon<any>> = []>(
+  options: WorkerOptions<A> = {}
+): Layer.Layer<never, never, JobStore | Registry | AddonServices<A>> => Layer.scopedDiscard(make(options))

@@ -8,19 +8,16 @@
  */
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
-import * as Option from "effect/Option"
 
 /** Observes handler failures of the current attempt. */
 export interface FailureObserverService {
   readonly failed: (error: string) => Effect.Effect<void>
 }
 
-/** The observer provided by an outer behavior, if any. */
-export class FailureObserver extends Context.Tag("warp/FailureObserver")<FailureObserver, FailureObserverService>() {}
+/** The observer provided by an outer behavior; by default, one that ignores the report. */
+export class FailureObserver extends Context.Reference<FailureObserver>()("warp/FailureObserver", {
+  defaultValue: (): FailureObserverService => ({ failed: () => Effect.void })
+}) {}
 
-/** Reports a handler failure to the observer in context; does nothing without one. */
-export const report = (error: string): Effect.Effect<void> =>
-  Effect.flatMap(
-    Effect.serviceOption(FailureObserver),
-    Option.match({ onNone: () => Effect.void, onSome: (o) => o.failed(error) })
-  )
+/** Reports a handler failure to the observer in context (by default nobody listens). */
+export const report = (error: string): Effect.Effect<void> => Effect.flatMap(FailureObserver, (o) => o.failed(error))

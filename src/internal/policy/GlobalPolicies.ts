@@ -5,24 +5,59 @@
  * @since 0.1.0
  */
 import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
+import * as SubscriptionRef from "effect/SubscriptionRef"
 import * as Layer from "effect/Layer"
 import * as Declaration from "./Declaration.js"
 import { families, type FamilyName, type Policies } from "./PolicyFamily.js"
 import { InvalidPolicy } from "./InvalidPolicy.js"
 
-/** The global defaults in force. Only families with a global rung may appear. */
-export class GlobalPolicies extends Context.Tag("warp/GlobalPolicies")<GlobalPolicies, Policies>() {}
-
-/** Global defaults from declarations, e.g. `GlobalPolicies.layer([Retry(3)])`. Throws `InvalidPolicy` for a family without a global rung. */
-export const layer = (declarations: ReadonlyArray<Declaration.Declaration>): Layer.Layer<GlobalPolicies> => {
-  for (const d of declarations) {
-    if (!families[d.family as FamilyName].rungs.has("global")) {
-      throw new InvalidPolicy({ family: d.family, message: `'${d.family}' has no global default (a keyless policy is not a policy)` })
-    }
-  }
-  return Layer.succeed(GlobalPolicies, Either.getOrThrowWith(Declaration.collect("global options", declarations), (e) => e))
+/**
+ * The global defaults in force: read at every resolution (never captured when a worker starts), so
+ * {@link GlobalPoliciesService.set} takes effect at the next attempt of every worker sharing the
+ * service. A `Context.Reference`: without a Layer of your own, there are no global defaults.
+ */
+export interface GlobalPoliciesService {
+  /** The defaults now. */
+  readonly current: Effect.Effect<Policies>
+  /** Replaces the defaults (validated as {@link layer} does). */
+  readonly set: (declarations: ReadonlyArray<Declaration.Declaration>) => Effect.Effect<void, InvalidPolicy>
 }
 
-/** No global defaults. */
-export const none: Layer.Layer<GlobalPolicies> = Layer.succeed(GlobalPolicies, {})
+const validate = (declarations: ReadonlyArray<Declaration.Declaration>): Either.Either<Policies, InvalidPolicy> => {
+  for (const d of declarations) {
+    if (!families[d.family as FamilyName].rungs.has("global")) {
+      return Either.left(new InvalidPolicy({ family: d.family, message: `'${d.family}' has no global default (a keyless policy is not a policy)` }))
+    }
+  }
+  return Declaration.collect("global options", declarations)
+}
+
+/** A live service over a `SubscriptionRef` of the defaults (changes can be watched through `ref.changes`). */
+export const fromRef = (ref: SubscriptionRef.SubscriptionRef<Policies>): GlobalPoliciesService => ({
+  current: SubscriptionRef.get(ref),
+  set: (declarations) => Effect.flatMap(validate(declarations), (policies) => SubscriptionRef.set(ref, policies))
+})
+
+const fixedEmpty: GlobalPoliciesService = {
+  current: Effect.succeed({}),
+  set: () => Effect.dieMessage("GlobalPolicies: provide GlobalPolicies.layer(...) to change the global defaults at run time")
+}
+
+/** The global defaults tag (default: none). */
+export class GlobalPolicies extends Context.Reference<GlobalPolicies>()("warp/GlobalPolicies", {
+  defaultValue: (): GlobalPoliciesService => fixedEmpty
+}) {}
+
+/**
+ * Global defaults from declarations, e.g. `GlobalPolicies.layer([Retry(3)])`, changeable later with
+ * `set`. Throws `InvalidPolicy` for a family without a global rung.
+ */
+export const layer = (declarations: ReadonlyArray<Declaration.Declaration>): Layer.Layer<GlobalPolicies> => {
+  const initial = Either.getOrThrowWith(validate(declarations), (e) => e)
+  return Layer.effect(GlobalPolicies, Effect.map(SubscriptionRef.make(initial), fromRef))
+}
+
+/** No global defaults (the same as providing nothing). */
+export const none: Layer.Layer<GlobalPolicies> = Layer.succeed(GlobalPolicies, fixedEmpty)

@@ -7,18 +7,19 @@
 import type * as SqlClient from "@effect/sql/SqlClient"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import { RateLimitAddon } from "../job/Pipeline.js"
+import { type Addon, order } from "../job/Pipeline.js"
 import * as RateLimitBehavior from "./RateLimitBehavior.js"
 import { RateLimiter, layerMemory as limiterMemory, layerPg as limiterPg } from "./RateLimiter.js"
 
-/** The addon's behavior, on the `RateLimiter` in context. */
-export const layerBehavior: Layer.Layer<RateLimitAddon, never, RateLimiter> = Layer.effect(
-  RateLimitAddon,
-  Effect.map(RateLimiter, (limiter) => ({ behavior: RateLimitBehavior.make(limiter) }))
-)
+/** The addon: hand it to the worker (`addons: [RateLimitAddon.addon]`); it needs a `RateLimiter`. */
+export const addon: Addon<RateLimiter> = {
+  name: "rateLimit",
+  order: order.rateLimit,
+  behavior: Effect.map(RateLimiter, RateLimitBehavior.make)
+}
 
 /** The addon on PostgreSQL: windows are shared by every worker on the database. */
-export const layer: Layer.Layer<RateLimitAddon | RateLimiter, never, SqlClient.SqlClient> = Layer.provideMerge(layerBehavior, limiterPg)
+export const layer: Layer.Layer<RateLimiter, never, SqlClient.SqlClient> = limiterPg
 
 /** The addon with in-process windows (one process, tests). */
-export const layerMemory: Layer.Layer<RateLimitAddon | RateLimiter> = Layer.provideMerge(layerBehavior, limiterMemory)
+export const layerMemory: Layer.Layer<RateLimiter> = limiterMemory

@@ -13,6 +13,7 @@ import type { Job, JobDetail, NewJob } from "../job/Job.js"
 import type { JobState } from "../job/JobState.js"
 import type { Outcome } from "../job/Outcome.js"
 import { PositiveInt } from "../policy/PolicyValues.js"
+import type { SemaphoreProviderService } from "../semaphore/SemaphoreProvider.js"
 import type { StoreError } from "./StoreError.js"
 
 /** The single finalizing write of one attempt. */
@@ -59,6 +60,12 @@ export interface JobStoreService {
   readonly countByState: Effect.Effect<Readonly<Record<JobState, number>>, StoreError>
   /** Every counter (`stats:succeeded`, `stats:requeued:<type>`, ...). */
   readonly counters: Effect.Effect<ReadonlyMap<string, number>, StoreError>
+  /**
+   * Locks that span every process sharing this store (PostgreSQL: advisory locks on its database;
+   * memory: in-process, like the store itself). The worker serializes saga handlers per correlation
+   * on them, so that serialization holds across processes without another service to provide.
+   */
+  readonly locks: SemaphoreProviderService
 }
 
 /** The job store service tag. Provide `JobStorePg.layer` or `JobStoreMemory.layer`. */

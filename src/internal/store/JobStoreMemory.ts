@@ -14,12 +14,13 @@ import * as Option from "effect/Option"
 import { Job, type JobLog } from "../job/Job.js"
 import { counterOf, logOf, stateOf } from "../job/Outcome.js"
 import { bySubmission, claimOrder, counterKeys, emptyCounts, fifoPolicyOf, JobStore, type JobStoreService } from "./JobStore.js"
+import * as SemaphoreProviderMemory from "../semaphore/SemaphoreProviderMemory.js"
 import { StoreError } from "./StoreError.js"
 
 const clone = (j: Job, patch: Partial<ConstructorParameters<typeof Job>[0]>): Job => new Job({ ...j, ...patch })
 
 /** Builds an empty in-memory store. */
-export const make = Effect.sync(() => {
+export const make = Effect.flatMap(SemaphoreProviderMemory.make, (locks) => Effect.sync(() => {
   const jobs = new Map<string, Job>()
   const logs = new Map<string, Array<JobLog>>()
   const counters = new Map<string, number>()
@@ -185,10 +186,12 @@ export const make = Effect.sync(() => {
       return out
     }),
 
-    counters: Effect.sync(() => new Map(counters))
+    counters: Effect.sync(() => new Map(counters)),
+
+    locks
   }
   return service
-})
+}))
 
 /** A fresh in-memory store. */
 export const layer: Layer.Layer<JobStore> = Layer.effect(JobStore, make)

@@ -17,6 +17,7 @@ import type { JobState } from "../job/JobState.js"
 import { counterOf, logOf, stateOf } from "../job/Outcome.js"
 import { fetchHint } from "../job/Worker.js"
 import { claimOrder, counterKeys, emptyCounts, JobStore, type JobStoreService } from "./JobStore.js"
+import * as SemaphoreProviderPg from "../semaphore/SemaphoreProviderPg.js"
 import * as Migrations from "./Migrations.js"
 import { StoreError } from "./StoreError.js"
 
@@ -48,6 +49,7 @@ const fail = (operation: string) => (cause: unknown) => new StoreError({ operati
 /** Builds the PostgreSQL store on the `SqlClient` in context. */
 export const make = Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
+  const locks = yield* SemaphoreProviderPg.make()
 
   const service: JobStoreService = {
     insert: (rows) =>
@@ -265,16 +267,18 @@ export const make = Effect.gen(function* () {
     counters: sql`SELECT key, value FROM warp_counters`.pipe(
       Effect.map((rows) => new Map((rows as Array<any>).map((r) => [String(r.key), Number(r.value)]))),
       Effect.mapError(fail("counters"))
-    )
+    ),
+
+    locks
   }
   return service
 })
 
 /** The PostgreSQL store; runs the core migrations when built. Requires a `SqlClient` (e.g. `PgClient.layer`). */
-export const layer: Layer.Layer<JobStore, StoreError, SqlClient.SqlClient> = Layer.effect(
+export const layer: Layer.Layer<JobStore, StoreError, SqlClient.SqlClient> = Layer.scoped(
   JobStore,
   Migrations.core.pipe(Effect.mapError(fail("migrate")), Effect.zipRight(make))
 )
 
 /** The PostgreSQL store without running migrations (when the app migrates on its own). */
-export const layerWithoutMigrations: Layer.Layer<JobStore, never, SqlClient.SqlClient> = Layer.effect(JobStore, make)
+export const layerWithoutMigrations: Layer.Layer<JobStore, never, SqlClient.SqlClient> = Layer.scoped(JobStore, make)
