@@ -5,6 +5,8 @@
  * @since 0.1.0
  */
 
+/** The entry Layer: `Warp.layer(options)` over a `SqlClient`. */
+export * as Warp from "./Warp.js"
 /** Job and message contracts. */
 export * as Contract from "./internal/job/Contract.js"
 /** Job, message, stream and request handlers. */

@@ -4,6 +4,7 @@ import * as Schema from "effect/Schema"
 import {
   CircuitBreaker,
   CircuitBreakerAddon,
+  Concurrency,
   Contract,
   GlobalPolicies,
   Handler,
@@ -14,7 +15,8 @@ import {
   Recurring,
   Retry,
   Scheduler,
-  Timeout
+  Timeout,
+  Worker
 } from "warp-effect"
 
 // Contract: the default for everything that runs it. A Total timeout belongs here (or at enqueue).
@@ -35,8 +37,10 @@ export const chargeNow = Effect.flatMap(Publisher.Publisher, (publisher) =>
 // Global defaults (Retry, Timeout, CircuitBreaker only): read live by every attempt, never stamped.
 export const defaults = GlobalPolicies.layer([Retry(3), Timeout("5 minutes")])
 
-// The addons, their state shared on PostgreSQL (`layerMemory` for one process).
-export const addons = Layer.mergeAll(RateLimitAddon.layer, CircuitBreakerAddon.layer)
+// The addons: `Warp.layer({ handlers, rateLimit: true, circuitBreaker: true })` turns them on, or by hand
+// hand them to the worker and provide their state, shared on PostgreSQL (`layerMemory` for one process).
+export const worker = Worker.layer({ addons: [Concurrency.addon, CircuitBreakerAddon.addon, RateLimitAddon.addon] })
+export const addonState = Layer.mergeAll(RateLimitAddon.layer, CircuitBreakerAddon.layer)
 
 // Recurring: registered with the handlers, fired by Scheduler.layer once per tick across all schedulers.
 export const nightly = Recurring.make("nightly-charge", Charge, "0 3 * * *", { customerId: 0 })

@@ -10,7 +10,7 @@ import * as Layer from "effect/Layer"
 import { type Addon, order } from "../job/Pipeline.js"
 import { SemaphoreProvider } from "../semaphore/SemaphoreProvider.js"
 import * as ConcurrencyBehavior from "./ConcurrencyBehavior.js"
-import { ConcurrencyLimitManager, layerMemory, layerPg, type LimitStoreError } from "./ConcurrencyLimitManager.js"
+import { ConcurrencyLimitManager, layerMemory, layerPg, layerPgWithoutMigrations, type LimitStoreError } from "./ConcurrencyLimitManager.js"
 
 /**
  * The addon: hand it to the worker (`addons: [Concurrency.addon]`); it needs a `SemaphoreProvider` and
@@ -28,6 +28,9 @@ export const addon: Addon<SemaphoreProvider | ConcurrencyLimitManager> = {
 
 /** The admin limits on PostgreSQL (runs the addon's migration, `warp_concurrency_limits`). */
 export const layer: Layer.Layer<ConcurrencyLimitManager, LimitStoreError, SqlClient.SqlClient> = layerPg
+
+/** The admin limits on PostgreSQL without running the addon's migration (run `Migrations.concurrency` yourself). */
+export const layerWithoutMigrations: Layer.Layer<ConcurrencyLimitManager, never, SqlClient.SqlClient> = layerPgWithoutMigrations
 
 /** Admin limits in memory (single process, tests). */
 export const layerMemoryLimits: Layer.Layer<ConcurrencyLimitManager> = layerMemory

@@ -113,3 +113,6 @@ export const layerPg: Layer.Layer<ConcurrencyLimitManager, LimitStoreError, SqlC
   ConcurrencyLimitManager,
   Migrations.concurrency.pipe(Effect.mapError((cause) => new LimitStoreError({ operation: "migrate", cause })), Effect.zipRight(makePg))
 )
+
+/** PostgreSQL overrides without running the migration (when the app migrates on its own). */
+export const layerPgWithoutMigrations: Layer.Layer<ConcurrencyLimitManager, never, SqlClient.SqlClient> = Layer.effect(ConcurrencyLimitManager, makePg)
