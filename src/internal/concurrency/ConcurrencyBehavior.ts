@@ -15,7 +15,9 @@ import * as Fiber from "effect/Fiber"
 import * as Metric from "effect/Metric"
 import * as Option from "effect/Option"
 import type * as Scope from "effect/Scope"
+import type { Job } from "../job/Job.js"
 import { Outcome } from "../job/Outcome.js"
+import * as Telemetry from "../observability/Telemetry.js"
 import type { Behavior } from "../job/Pipeline.js"
 import type { ConcurrencyPolicy } from "../policy/PolicyValues.js"
 import type { SemaphoreError, SemaphoreProviderService, Slot } from "../semaphore/SemaphoreProvider.js"
@@ -47,7 +49,7 @@ export const requeuedText = (key: string, limit: number) => `Requeued — '${key
 export const gateTotal = Metric.counter("warp_concurrency_gate_total", { description: "Concurrency gate results" })
 
 /** The metric family of a key: its text up to the first ':' (bounded cardinality). */
-export const keyFamily = (key: string): string => key.split(":")[0]!
+export const keyFamily = Telemetry.keyFamily
 
 /** Asks for a slot of `policy.key` at `limit`. */
 export const gate = (
@@ -78,6 +80,30 @@ export const untilLost = <A, E, R>(next: Effect.Effect<A, E, R>, lost: Effect.Ef
     )
   )
 
+/**
+ * The admission's span (`warp.admission`: key, limit, slot, result, wait) and the slot-wait metric
+ * (seconds from the job's due time to an acquired slot).
+ */
+const admission = <E, R>(job: Job, policy: ConcurrencyPolicy, limit: number, self: Effect.Effect<GateResult, E, R>) =>
+  self.pipe(
+    Effect.tap((result) =>
+      Effect.gen(function* () {
+        const waitMs = Math.max(0, (yield* Clock.currentTimeMillis) - job.scheduleTime.getTime())
+        yield* Effect.annotateCurrentSpan({
+          [Telemetry.attributes.admission]: result._tag,
+          [Telemetry.attributes.waitMs]: waitMs,
+          ...(result._tag === "Acquired" ? { [Telemetry.attributes.slot]: result.slot.index } : {})
+        })
+        if (result._tag === "Acquired") {
+          yield* Metric.update(Metric.tagged(Telemetry.slotWait, "key_family", keyFamily(policy.key)), waitMs / 1000)
+        }
+      })
+    ),
+    Effect.withSpan(Telemetry.spans.admission, {
+      attributes: { [Telemetry.attributes.jobId]: job.id, [Telemetry.attributes.key]: policy.key, [Telemetry.attributes.limit]: limit }
+    })
+  )
+
 /** Builds the behavior on a provider and a limit manager. */
 export const make = (provider: SemaphoreProviderService, manager: ConcurrencyLimitManagerService): Behavior => ({
   name: "concurrency",
@@ -88,7 +114,7 @@ export const make = (provider: SemaphoreProviderService, manager: ConcurrencyLim
       Effect.gen(function* () {
         const resolver = yield* ConcurrencyLimitResolver.make(manager)
         const limit = yield* resolver.limitFor(policy.key, policy.limit)
-        const result = yield* gate(provider, policy, limit)
+        const result = yield* admission(attempt.job, policy, limit, gate(provider, policy, limit))
         return yield* GateResult.$match(result, {
           Skipped: ({ key, limit }) => Effect.succeed(Outcome.Deleted({ reason: cancelledText(key, limit) })),
           Requeued: ({ key, limit }) => Effect.succeed(Outcome.Requeued({ reason: requeuedText(key, limit) })),

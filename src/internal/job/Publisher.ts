@@ -23,6 +23,7 @@ import { InvalidPayload } from "./errors.js"
 import type { AnyHandler } from "./Handler.js"
 import * as JobId from "./JobId.js"
 import { JobParameters } from "./JobParameters.js"
+import * as Telemetry from "../observability/Telemetry.js"
 import { Registry } from "./Registry.js"
 
 /** Errors of publishing. */
@@ -94,6 +95,15 @@ const encodePayload = <A, I>(contract: { readonly name: string; readonly schema:
     Effect.mapError((e) => new InvalidPayload({ type: contract.name, message: ParseResult.TreeFormatter.formatErrorSync(e) }))
   )
 
+/** A producer span (`warp.enqueue` / `warp.publish`) with the job type and the id(s) written. */
+const traced =
+  (name: string, type: string) =>
+  <A extends string | ReadonlyArray<string>, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+    self.pipe(
+      Effect.tap((ids) => Effect.annotateCurrentSpan(Telemetry.attributes.jobId, typeof ids === "string" ? ids : ids.join(","))),
+      Effect.withSpan(name, { kind: "producer", attributes: { [Telemetry.attributes.jobType]: type } })
+    )
+
 /** Builds the publisher on the `JobStore` and `Registry` in context. */
 export const make = Effect.gen(function* () {
   const store = yield* JobStore
@@ -123,8 +133,10 @@ export const make = Effect.gen(function* () {
     })
 
   const service: PublisherService = {
-    enqueue: (contract, payload, params = JobParameters.make()) => insertOne(contract, payload, undefined, params),
-    schedule: (contract, payload, at, params = JobParameters.make()) => insertOne(contract, payload, at, params),
+    enqueue: (contract, payload, params = JobParameters.make()) =>
+      insertOne(contract, payload, undefined, params).pipe(traced(Telemetry.spans.enqueue, contract.name)),
+    schedule: (contract, payload, at, params = JobParameters.make()) =>
+      insertOne(contract, payload, at, params).pipe(traced(Telemetry.spans.enqueue, contract.name)),
     publish: (contract, payload, params = JobParameters.make()) =>
       Effect.gen(function* () {
         if (params.error !== undefined) return yield* Effect.fail(params.error)
@@ -141,7 +153,7 @@ export const make = Effect.gen(function* () {
         }))
         yield* store.insert(rows)
         return rows.map((r) => r.id)
-      })
+      }).pipe(traced(Telemetry.spans.publish, contract.name))
   }
   return service
 })

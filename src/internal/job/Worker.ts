@@ -15,6 +15,7 @@ import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
+import { identity } from "effect/Function"
 import * as FiberRef from "effect/FiberRef"
 import * as Layer from "effect/Layer"
 import * as Metric from "effect/Metric"
@@ -36,6 +37,7 @@ import { type Attempt, CurrentAttempt } from "./Attempt.js"
 import type { Job } from "./Job.js"
 import { Outcome } from "./Outcome.js"
 import { type Addon, type AddonServices, type Behavior, compose } from "./Pipeline.js"
+import * as Telemetry from "../observability/Telemetry.js"
 import { Registry } from "./Registry.js"
 import * as Saga from "./Saga.js"
 
@@ -126,8 +128,8 @@ const SAME_SLOT_DEPTH = 256
 /** The core behaviors, inside every addon: retry outside timeout. */
 export const coreBehaviors: ReadonlyArray<Behavior> = [RetryBehavior.behavior, TimeoutBehavior.behavior]
 
-/** Attempts by outcome, as an Effect metric (`warp_attempts_total{outcome}`). */
-export const attemptsTotal = Metric.counter("warp_attempts_total", { description: "Finished attempts by outcome" })
+/** Attempts by outcome, job type and key family, as an Effect metric (`warp_attempts_total`). */
+export const attemptsTotal = Telemetry.attempts
 
 const renderCause = (cause: Cause.Cause<unknown>): string => Cause.pretty(cause, { renderErrorCause: true })
 
@@ -187,7 +189,14 @@ export const make = <const A extends ReadonlyArray<Addon<any>> = []>(
     const finalize = (job: Job, outcome: Outcome, metadata: unknown) =>
       store.finalize({ job, workerId, outcome, metadata }).pipe(
         Effect.retry({ schedule: storeRetry, times: 8 }),
-        Effect.tap((ok) => (ok ? Metric.increment(Metric.tagged(attemptsTotal, "outcome", outcome._tag)) : Effect.logWarning(`claim on ${job.id} lost before finalize`))),
+        Effect.tap((ok) =>
+          ok
+            ? Effect.zipRight(
+                Effect.annotateCurrentSpan(Telemetry.attributes.outcome, outcome._tag),
+                Metric.increment(Metric.tagged(Telemetry.tagged(attemptsTotal, job.type, rowConcurrency(job)?.key), "outcome", outcome._tag))
+              )
+            : Effect.logWarning(`claim on ${job.id} lost before finalize`)
+        ),
         Effect.catchAll((e) => Effect.logError(`finalize of ${job.id} failed; the lease will recover it`, e)),
         Effect.uninterruptible
       )
@@ -362,6 +371,7 @@ export const make = <const A extends ReadonlyArray<Addon<any>> = []>(
         const h = attempt.registered.handler
         const policy = attempt.policies.concurrency
         const wait = h._tag !== "SagaHandler" && policy?.mode === "Wait" ? policy : undefined
+        if (policy !== undefined) yield* Effect.annotateCurrentSpan({ [Telemetry.attributes.key]: policy.key, [Telemetry.attributes.limit]: policy.limit })
         let program: Effect.Effect<Outcome, never, Scope.Scope>
         if (h._tag === "SagaHandler") {
           program = runSaga(attempt, h)
@@ -382,16 +392,52 @@ export const make = <const A extends ReadonlyArray<Addon<any>> = []>(
                 )
           program = gate === undefined ? next : gate.wrap(attempt, next)
         }
-        const outcome = yield* Effect.scoped(program).pipe(defectToFailed)
+        const outcome = yield* Effect.scoped(program).pipe(
+          defectToFailed,
+          policy === undefined ? identity : Effect.annotateLogs(Telemetry.attributes.key, policy.key)
+        )
         yield* finalizeOnce(outcome, metadata)
         return { outcome: recorded ?? outcome, waitKey: wait?.key }
       }).pipe(
         Effect.onInterrupt(() => (recorded !== undefined ? Effect.void : requeueInterrupted(job))),
-        Effect.ensuring(Effect.sync(() => inFlight.delete(job.id)))
+        Effect.ensuring(Effect.sync(() => inFlight.delete(job.id))),
+        instrumentAttempt(job)
       )
     }
 
-    const fetchMany = (n: number) => store.fetch(workerId, n, lease).pipe(Effect.retry(storeRetry), Effect.orDie)
+    /** The attempt's span (`warp.attempt`), log annotations (job id, type, key) and duration metric. */
+    const instrumentAttempt =
+      (job: Job) =>
+      <A extends { readonly outcome: Outcome }, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> => {
+        const key = rowConcurrency(job)?.key
+        const annotations: Record<string, unknown> = {
+          [Telemetry.attributes.jobId]: job.id,
+          [Telemetry.attributes.jobType]: job.type,
+          [Telemetry.attributes.attempt]: job.attempt,
+          [Telemetry.attributes.worker]: workerId
+        }
+        if (key !== undefined) annotations[Telemetry.attributes.key] = key
+        return self.pipe(
+          Effect.timed,
+          Effect.tap(([elapsed, { outcome }]) =>
+            Metric.update(
+              Metric.tagged(Metric.tagged(Telemetry.attemptDuration, "type", job.type), "outcome", outcome._tag),
+              Duration.toSeconds(elapsed)
+            )
+          ),
+          Effect.map(([, result]) => result),
+          Effect.annotateLogs(annotations),
+          Effect.withSpan(Telemetry.spans.attempt, { attributes: annotations })
+        )
+      }
+
+    const fetchMany = (n: number) =>
+      store.fetch(workerId, n, lease).pipe(
+        Effect.tap((rows) => Effect.annotateCurrentSpan(Telemetry.attributes.claimed, rows.length)),
+        Effect.withSpan(Telemetry.spans.claim, { attributes: { [Telemetry.attributes.worker]: workerId } }),
+        Effect.retry(storeRetry),
+        Effect.orDie
+      )
 
     const idle = Effect.raceFirst(Effect.sleep(pollInterval), Deferred.await(stopping))
     const firstSkipMs = Math.max(1, Duration.toMillis(pollInterval))
