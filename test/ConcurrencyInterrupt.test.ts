@@ -17,7 +17,7 @@ import { ConcurrencyPolicy } from "../src/internal/policy/PolicyValues.js"
 import * as SemaphoreProviderMemory from "../src/internal/semaphore/SemaphoreProviderMemory.js"
 
 const attemptOn = (key: string): Attempt =>
-  ({ policies: { concurrency: new ConcurrencyPolicy({ key, limit: 1, mode: "Wait" }) } }) as unknown as Attempt
+  ({ job: { id: `job-${key}`, scheduleTime: new Date() }, policies: { concurrency: new ConcurrencyPolicy({ key, limit: 1, mode: "Wait" }) } }) as unknown as Attempt
 
 describe("Concurrency gate: interruption", () => {
   it.effect("the slot is held until the interrupted handler's finalizers have run", () =>

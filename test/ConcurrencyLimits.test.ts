@@ -362,7 +362,7 @@ describe("admin rows are sticky across a redeploy (PostgreSQL)", () => {
 
 describe("ConcurrencyLimitResolver", () => {
   const attemptWith = (concurrency?: ConcurrencyPolicy): Attempt =>
-    ({ policies: concurrency === undefined ? {} : { concurrency } }) as unknown as Attempt
+    ({ job: { id: "job", scheduleTime: new Date() }, policies: concurrency === undefined ? {} : { concurrency } }) as unknown as Attempt
 
   it.effect("the gate resolves the limit with exactly one lookup per attempt, and none for a keyless attempt", () => {
     const calls = new Map<string, number>()

@@ -349,6 +349,7 @@ describe("store failures", () => {
       fetch: () => down,
       finalize: () => down,
       heartbeat: () => down,
+      appendLog: () => down,
       get: () => down,
       list: () => down,
       countByState: down,

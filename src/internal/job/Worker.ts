@@ -39,6 +39,7 @@ import { Outcome } from "./Outcome.js"
 import { type Addon, type AddonServices, type Behavior, compose } from "./Pipeline.js"
 import * as Telemetry from "../observability/Telemetry.js"
 import { Registry } from "./Registry.js"
+import * as StoreHealth from "./StoreHealth.js"
 import * as Saga from "./Saga.js"
 
 /** Worker options. */
@@ -181,25 +182,72 @@ export const make = <const A extends ReadonlyArray<Addon<any>> = []>(
             maxMs: Duration.toMillis(Duration.decode(options.slotReuse?.maxDuration ?? "250 millis"))
           }
 
-    const storeRetry = Schedule.exponential("50 millis").pipe(
-      Schedule.union(Schedule.spaced("2 seconds")),
-      Schedule.tapInput((e: unknown) => Effect.logWarning(`job store unavailable, retrying: ${String((e as any)?.message ?? e)}`))
-    )
+    const health = StoreHealth.make(workerId)
+    /** Store calls that failed are retried quickly (the store's return is noticed within half a second). */
+    const storeRetry = Schedule.exponential("50 millis").pipe(Schedule.union(Schedule.spaced("500 millis")))
+    /** When each claimed job's lease runs out unless a heartbeat renews it (local clock, epoch ms). */
+    const leaseUntil = new Map<string, number>()
+    const leaseMs = Duration.toMillis(lease)
 
+    /**
+     * The attempt's finalizing write. A finished attempt's outcome is kept until it is written: the write
+     * is retried for as long as the store does not answer, and it lands only if this attempt still owns
+     * the row (the statement checks worker and attempt), so a late write never overrides a newer
+     * attempt. If the store answers that the claim was lost meanwhile (the lease ran out during an outage
+     * and another attempt took the job), the trail says so. Only a worker that is shutting down gives
+     * up, once the lease has run out: the lease then recovers the job.
+     */
     const finalize = (job: Job, outcome: Outcome, metadata: unknown) =>
-      store.finalize({ job, workerId, outcome, metadata }).pipe(
-        Effect.retry({ schedule: storeRetry, times: 8 }),
-        Effect.tap((ok) =>
-          ok
-            ? Effect.zipRight(
-                Effect.annotateCurrentSpan(Telemetry.attributes.outcome, outcome._tag),
-                Metric.increment(Metric.tagged(Telemetry.tagged(attemptsTotal, job.type, rowConcurrency(job)?.key), "outcome", outcome._tag))
-              )
-            : Effect.logWarning(`claim on ${job.id} lost before finalize`)
-        ),
-        Effect.catchAll((e) => Effect.logError(`finalize of ${job.id} failed; the lease will recover it`, e)),
-        Effect.uninterruptible
-      )
+      Effect.gen(function* () {
+        let failedAt: number | undefined
+        let delay = 50
+        let rejected = 0
+        while (true) {
+          const result = yield* Effect.either(health.observe(store.finalize({ job, workerId, outcome, metadata })))
+          const now = yield* Clock.currentTimeMillis
+          if (result._tag === "Right") {
+            if (failedAt !== undefined) yield* Metric.incrementBy(StoreHealth.finalizesPending, -1)
+            if (result.right) {
+              yield* Effect.annotateCurrentSpan(Telemetry.attributes.outcome, outcome._tag)
+              yield* Metric.increment(Metric.tagged(Telemetry.tagged(attemptsTotal, job.type, rowConcurrency(job)?.key), "outcome", outcome._tag))
+            } else if (failedAt !== undefined) {
+              yield* lostInOutage(job, outcome, (now - failedAt) / 1000)
+            } else {
+              yield* Effect.logWarning(`claim on ${job.id} lost before finalize`)
+            }
+            return
+          }
+          if (failedAt === undefined) {
+            failedAt = now
+            yield* Metric.incrementBy(StoreHealth.finalizesPending, 1)
+          }
+          // a statement the server keeps rejecting is not an outage: after a few tries the lease recovers the job
+          if (!StoreHealth.isOutage(result.left) && ++rejected >= 8) {
+            yield* Metric.incrementBy(StoreHealth.finalizesPending, -1)
+            inFlight.delete(job.id)
+            return yield* Effect.logError(`finalize of ${job.id} rejected by the job store; the lease will recover it`, result.left)
+          }
+          if ((yield* Deferred.isDone(stopping)) && now >= (leaseUntil.get(job.id) ?? 0)) {
+            yield* Metric.incrementBy(StoreHealth.finalizesPending, -1)
+            return yield* Effect.logError(
+              `result of attempt ${job.attempt} of ${job.id} (${outcome._tag}) not written: the job store was unreachable until the worker stopped; the lease will recover the job`
+            )
+          }
+          yield* Effect.sleep(delay)
+          delay = Math.min(500, delay * 2)
+        }
+      }).pipe(Effect.uninterruptible)
+
+    /** The trail of a job whose finished attempt's result could not be written before another attempt took it. */
+    const lostInOutage = (job: Job, outcome: Outcome, seconds: number) =>
+      Effect.gen(function* () {
+        const now = yield* Effect.either(store.get(job.id))
+        const current = now._tag === "Right" && now.right._tag === "Some" ? now.right.value.job : undefined
+        const rerun = current !== undefined && current.attempt > job.attempt ? `; re-run as attempt ${current.attempt}` : ""
+        const text = `Result of attempt ${job.attempt} (${outcome._tag}) lost in a database outage of ${seconds.toFixed(1)} s${rerun}`
+        yield* Effect.logWarning(`${job.id}: ${text}`)
+        yield* store.appendLog(job.id, "Recovered", text).pipe(Effect.retry({ schedule: storeRetry, times: 20 }), Effect.ignore)
+      })
 
     const runHandler = (attempt: Attempt): Effect.Effect<Outcome> => {
       const h = attempt.registered.handler
@@ -435,8 +483,14 @@ export const make = <const A extends ReadonlyArray<Addon<any>> = []>(
       store.fetch(workerId, n, lease).pipe(
         Effect.tap((rows) => Effect.annotateCurrentSpan(Telemetry.attributes.claimed, rows.length)),
         Effect.withSpan(Telemetry.spans.claim, { attributes: { [Telemetry.attributes.worker]: workerId } }),
+        health.observe,
         Effect.retry(storeRetry),
-        Effect.orDie
+        Effect.orDie,
+        Effect.tap((rows) =>
+          Effect.map(Clock.currentTimeMillis, (now) => {
+            for (const row of rows) leaseUntil.set(row.id, now + leaseMs)
+          })
+        )
       )
 
     const idle = Effect.raceFirst(Effect.sleep(pollInterval), Deferred.await(stopping))
@@ -527,10 +581,21 @@ export const make = <const A extends ReadonlyArray<Addon<any>> = []>(
       )
     })
 
-    const heartbeat = Effect.suspend(() => store.heartbeat(workerId, [...inFlight], lease)).pipe(
-      Effect.catchAll((e) => Effect.logWarning("heartbeat failed", e)),
-      Effect.repeat(Schedule.spaced(Duration.millis(Math.max(10, Duration.toMillis(lease) / 3))))
-    )
+    /** Renews the leases of the jobs in flight; a failed renewal is retried until the store answers. */
+    const heartbeat = Effect.suspend(() => {
+      const ids = [...inFlight]
+      return Effect.flatMap(Clock.currentTimeMillis, (started) =>
+        health.observe(store.heartbeat(workerId, ids, lease)).pipe(
+          Effect.retry(storeRetry),
+          Effect.tap(() =>
+            Effect.sync(() => {
+              for (const id of ids) if (inFlight.has(id)) leaseUntil.set(id, started + leaseMs)
+              for (const id of leaseUntil.keys()) if (!inFlight.has(id)) leaseUntil.delete(id)
+            })
+          )
+        )
+      )
+    }).pipe(Effect.repeat(Schedule.spaced(Duration.millis(Math.max(10, Duration.toMillis(lease) / 3)))))
 
     const fibers = yield* Effect.forEach(Array.from({ length: concurrency }), () => Effect.forkDaemon(loop))
     const beat = yield* Effect.forkDaemon(heartbeat)

@@ -11,7 +11,7 @@ import type * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
 import type { Job, JobDetail, NewJob } from "../job/Job.js"
 import type { JobState } from "../job/JobState.js"
-import type { Outcome } from "../job/Outcome.js"
+import type { LogKind, Outcome } from "../job/Outcome.js"
 import { PositiveInt } from "../policy/PolicyValues.js"
 import type { SemaphoreProviderService } from "../semaphore/SemaphoreProvider.js"
 import type { StoreError } from "./StoreError.js"
@@ -50,6 +50,8 @@ export interface JobStoreService {
    * entry and the `stats:*` counters. Returns false (and writes nothing) if the claim was lost.
    */
   readonly finalize: (f: Finalize) => Effect.Effect<boolean, StoreError>
+  /** Appends one entry to a job's audit trail (nothing if the job does not exist). */
+  readonly appendLog: (jobId: string, kind: LogKind, message: string) => Effect.Effect<void, StoreError>
   /** Extends the lease of this worker's claimed rows. */
   readonly heartbeat: (workerId: string, ids: ReadonlyArray<string>, lease: Duration.Duration) => Effect.Effect<void, StoreError>
   /** One job with its audit trail. */

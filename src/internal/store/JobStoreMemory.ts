@@ -156,6 +156,11 @@ export const make = Effect.flatMap(SemaphoreProviderMemory.make, (locks) => Effe
         return true
       }),
 
+    appendLog: (jobId, kind, message) =>
+      Effect.map(now, (at) => {
+        if (jobs.has(jobId)) log(jobId, at, kind, message)
+      }),
+
     heartbeat: (workerId, ids, lease) =>
       Effect.map(now, (at) => {
         for (const id of ids) {

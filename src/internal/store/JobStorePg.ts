@@ -225,6 +225,12 @@ export const make = Effect.gen(function* () {
       )
     },
 
+    appendLog: (jobId, kind, message) =>
+      sql`INSERT INTO warp_job_logs (job_id, kind, message) SELECT id, ${kind}, ${message} FROM warp_jobs WHERE id = ${jobId}`.pipe(
+        Effect.asVoid,
+        Effect.mapError(fail("appendLog"))
+      ),
+
     heartbeat: (workerId, ids, lease) =>
       ids.length === 0
         ? Effect.void

@@ -1,0 +1,72 @@
+/**
+ * Whether the worker can reach its job store, as seen from the store calls it makes. One log line
+ * when the store becomes unreachable and one when it answers again (with the outage's length),
+ * instead of a warning per failed call; a gauge of finalizing writes waiting for the store.
+ *
+ * @since 0.2.0
+ */
+import * as Clock from "effect/Clock"
+import * as Effect from "effect/Effect"
+import * as Metric from "effect/Metric"
+
+/** Finalizing writes (finished attempts) waiting for the store to answer. */
+export const finalizesPending = Metric.gauge("warp_finalizes_pending", { description: "Finished attempts whose result waits for the job store" })
+
+/** The store's reachability, shared by one worker's calls. */
+export interface StoreHealth {
+  /** Runs a store call, noting whether it reached the store. */
+  readonly observe: <A, E, R>(self: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
+  /** Since when (epoch ms) the store has been unreachable, if it is. */
+  readonly downSince: () => number | undefined
+}
+
+const describe = (e: unknown): string => {
+  const cause = (e as { cause?: { message?: unknown } })?.cause
+  return String(cause?.message ?? (e as { message?: unknown })?.message ?? e)
+}
+
+/** A tracker for one worker (`workerId` is named in its log lines). */
+export const make = (workerId: string): StoreHealth => {
+  let since: number | undefined
+  return {
+    downSince: () => since,
+    observe: (self) =>
+      self.pipe(
+        Effect.tapBoth({
+          onFailure: (e) =>
+            Effect.flatMap(Clock.currentTimeMillis, (now) => {
+              if (since !== undefined) return Effect.void
+              since = now
+              return Effect.logWarning(`worker ${workerId}: job store unreachable (${describe(e)}); retrying until it is back`)
+            }),
+          onSuccess: () =>
+            since === undefined
+              ? Effect.void
+              : Effect.flatMap(Clock.currentTimeMillis, (now) => {
+                  if (since === undefined) return Effect.void
+                  const seconds = (now - since) / 1000
+                  since = undefined
+                  return Effect.logInfo(`worker ${workerId}: job store reachable again after ${seconds.toFixed(1)} s`)
+                })
+        })
+      )
+  }
+}
+
+/**
+ * Whether a store failure looks like the database being out of reach (a connection refused, reset or
+ * terminated, a server shutting down or starting) rather than a statement the server rejected. Walks the
+ * error's `cause` chain for a SQLSTATE of class 08 (connection exception), 57P (operator intervention)
+ * or 53 (insufficient resources), a socket error code, or the driver's "connection terminated".
+ */
+export const isOutage = (e: unknown): boolean => {
+  let current: unknown = e
+  for (let depth = 0; depth < 8 && current !== undefined && current !== null; depth++) {
+    const code = (current as { code?: unknown }).code
+    if (typeof code === "string" && /^(08|57P|53)|^E(CONNREFUSED|CONNRESET|PIPE|TIMEDOUT|HOSTUNREACH|NETUNREACH|AI_AGAIN)$|^ENOTFOUND$/.test(code)) return true
+    const message = (current as { message?: unknown }).message
+    if (typeof message === "string" && /connection terminated|connection timeout|Connection ended|timeout exceeded when trying to connect|server closed the connection/i.test(message)) return true
+    current = (current as { cause?: unknown }).cause
+  }
+  return false
+}
