@@ -16,7 +16,6 @@ import * as Either from "effect/Either"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import { identity } from "effect/Function"
-import * as FiberRef from "effect/FiberRef"
 import * as Layer from "effect/Layer"
 import * as Metric from "effect/Metric"
 import * as Option from "effect/Option"
@@ -32,7 +31,7 @@ import type { Policies } from "../policy/PolicyFamily.js"
 import * as PolicyResolution from "../policy/PolicyResolution.js"
 import * as RetryBehavior from "../policy/RetryBehavior.js"
 import * as TimeoutBehavior from "../policy/TimeoutBehavior.js"
-import { JobStore } from "../store/JobStore.js"
+import { type FetchHint, JobStore } from "../store/JobStore.js"
 import { type Attempt, CurrentAttempt } from "./Attempt.js"
 import type { Job } from "./Job.js"
 import { Outcome } from "./Outcome.js"
@@ -74,29 +73,6 @@ export interface WorkerOptions<A extends ReadonlyArray<Addon<any>> = ReadonlyArr
    */
   readonly maxBatch?: number
 }
-
-/**
- * Hints the worker gives the store for one fetch, through {@link fetchHint}. A store may honour them
- * (`JobStorePg` does); one that ignores them stays correct, and the worker copes (see below).
- */
-export interface FetchHint {
-  /**
-   * Wait-mode concurrency keys the fetching fiber found full moments ago: leave due rows whose
-   * concurrency key (stamped, or set at enqueue) is listed to other fibers, so this fiber does not
-   * keep claiming jobs it can only requeue. Ignored: the worker backs off one poll interval before it
-   * re-runs such a job.
-   */
-  readonly contended: ReadonlyArray<string>
-  /**
-   * The fetching fiber holds a slot of this Wait-mode key at this limit: claim only due rows whose
-   * concurrency policy is exactly that, among the first `depth` due rows. Ignored: a row of another
-   * policy is run after the slot is released.
-   */
-  readonly sameSlot?: { readonly key: string; readonly limit: number; readonly depth: number } | undefined
-}
-
-/** The fetch hints of the current worker fiber (empty outside a worker). */
-export const fetchHint: FiberRef.FiberRef<FetchHint> = FiberRef.unsafeMake<FetchHint>({ contended: [] })
 
 /** The concurrency policy a row carries in its metadata (stamped, or set at enqueue), if any. */
 const rowConcurrency = (job: Job): { readonly key: string; readonly limit: unknown; readonly mode: unknown } | undefined => {
@@ -363,7 +339,7 @@ export const make = <const A extends ReadonlyArray<Addon<any>> = []>(
               ([stop, now]) => stop || now - start >= reuse.maxMs
             )
           if (yield* over()) return ran
-          const jobs = yield* Effect.locally(fetchMany(Math.min(batch, reuse.maxJobs - ran)), fetchHint, hint)
+          const jobs = yield* fetchMany(Math.min(batch, reuse.maxJobs - ran), hint)
           if (jobs.length === 0) return ran
           for (const job of jobs) inFlight.add(job.id)
           claimed.push(...jobs)
@@ -479,8 +455,8 @@ export const make = <const A extends ReadonlyArray<Addon<any>> = []>(
         )
       }
 
-    const fetchMany = (n: number) =>
-      store.fetch(workerId, n, lease).pipe(
+    const fetchMany = (n: number, hint: FetchHint = { contended: [] }) =>
+      store.fetch(workerId, n, lease, hint).pipe(
         Effect.tap((rows) => Effect.annotateCurrentSpan(Telemetry.attributes.claimed, rows.length)),
         Effect.withSpan(Telemetry.spans.claim, { attributes: { [Telemetry.attributes.worker]: workerId } }),
         health.observe,
@@ -520,7 +496,7 @@ export const make = <const A extends ReadonlyArray<Addon<any>> = []>(
               if (s.until > now) contended.push(key)
               else if (now - s.until > maxSkipMs) skipping.delete(key)
             }
-            jobs = [...(yield* Effect.locally(fetchMany(batch), fetchHint, { contended: contended.slice(-MAX_CONTENDED_KEYS) }))]
+            jobs = [...(yield* fetchMany(batch, { contended: contended.slice(-MAX_CONTENDED_KEYS) }))]
             fetched = jobs.length
             for (const job of jobs) inFlight.add(job.id)
           }

@@ -25,6 +25,26 @@ export interface Finalize {
   readonly metadata: unknown
 }
 
+/**
+ * Hints the worker gives the store for one fetch. A store may honour them (`JobStorePg` does); one
+ * that ignores them stays correct, and the worker copes.
+ */
+export interface FetchHint {
+  /**
+   * Wait-mode concurrency keys the fetching fiber found full moments ago: leave due rows whose
+   * concurrency key (stamped, or set at enqueue) is listed to other fibers, so this fiber does not
+   * keep claiming jobs it can only requeue. Ignored: the worker backs off one poll interval before it
+   * re-runs such a job.
+   */
+  readonly contended: ReadonlyArray<string>
+  /**
+   * The fetching fiber holds a slot of this Wait-mode key at this limit: claim only due rows whose
+   * concurrency policy is exactly that, among the first `depth` due rows. Ignored: a row of another
+   * policy is run after the slot is released.
+   */
+  readonly sameSlot?: { readonly key: string; readonly limit: number; readonly depth: number } | undefined
+}
+
 /** A page of jobs. */
 export interface JobPage {
   readonly rows: ReadonlyArray<Job>
@@ -44,7 +64,12 @@ export interface JobStoreService {
    * (of each key's first claimable row, the one due first; expired leases are recovered as usual) and
    * returns Fifo rows first (see {@link claimOrder}).
    */
-  readonly fetch: (workerId: string, limit: number, lease: Duration.Duration) => Effect.Effect<ReadonlyArray<Job>, StoreError>
+  readonly fetch: (
+    workerId: string,
+    limit: number,
+    lease: Duration.Duration,
+    hint?: FetchHint
+  ) => Effect.Effect<ReadonlyArray<Job>, StoreError>
   /**
    * The attempt's one finalizing write: state and ScheduleTime from the outcome, metadata, one audit
    * entry and the `stats:*` counters. Returns false (and writes nothing) if the claim was lost.

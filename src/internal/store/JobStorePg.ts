@@ -9,13 +9,11 @@
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import * as FiberRef from "effect/FiberRef"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import { Job, type JobLog } from "../job/Job.js"
 import type { JobState } from "../job/JobState.js"
 import { counterOf, logOf, stateOf } from "../job/Outcome.js"
-import { fetchHint } from "../job/Worker.js"
 import { claimOrder, counterKeys, emptyCounts, JobStore, type JobStoreService } from "./JobStore.js"
 import * as SemaphoreProviderPg from "../semaphore/SemaphoreProviderPg.js"
 import * as Migrations from "./Migrations.js"
@@ -70,8 +68,8 @@ export const make = Effect.gen(function* () {
             Effect.mapError(fail("insert"))
           ),
 
-    fetch: (workerId, limit, lease) =>
-      Effect.flatMap(FiberRef.get(fetchHint), (hint) => {
+    fetch: (workerId, limit, lease, hint = { contended: [] }) =>
+      Effect.suspend(() => {
         const due = sql`state IN ('Scheduled', 'Enqueued') AND schedule_time <= now()`
         const key = sql`(metadata #>> '{policies,concurrency,value,key}')`
         // the predicates of the partial indexes `warp_jobs_fifo` and `warp_jobs_due_plain`, spelled alike
