@@ -8,7 +8,14 @@ set -euo pipefail
 cd "$(git rev-parse --show-toplevel 2>/dev/null || pwd)"
 ROOT=$PWD
 SCR=$(mktemp -d "${TMPDIR:-/tmp}/warp-package-XXXXXX")
-cleanup() { [ -n "${PG_PID:-}" ] && kill "$PG_PID" 2>/dev/null && wait "$PG_PID" 2>/dev/null; rm -rf "$SCR"; }
+# The embedded server runs in this shell's child node process (no npx/tsx wrapper in between), which stops
+# PostgreSQL on SIGTERM; the script keeps its own exit code whatever the server's shutdown returns.
+cleanup() {
+  local rc=$?
+  if [ -n "${PG_PID:-}" ]; then kill "$PG_PID" 2>/dev/null || true; wait "$PG_PID" 2>/dev/null || true; fi
+  rm -rf "$SCR"
+  exit "$rc"
+}
 trap cleanup EXIT
 
 npm pack --silent --pack-destination "$SCR" >"$SCR/pack.out"
@@ -35,7 +42,7 @@ JSON
 
 URL="${DATABASE_URL:-}"
 if [ -z "$URL" ]; then
-  (cd "$ROOT" && exec npx tsx scripts/embedded-postgres.ts) >"$SCR/pg.out" 2>&1 &
+  (cd "$ROOT" && exec node --import tsx scripts/embedded-postgres.ts) >"$SCR/pg.out" 2>&1 &
   PG_PID=$!
   for _ in $(seq 1 120); do URL=$(grep -m1 '^postgres://' "$SCR/pg.out" || true); [ -n "$URL" ] && break; sleep 0.5; done
   [ -n "$URL" ] || { echo "embedded PostgreSQL did not start"; cat "$SCR/pg.out"; exit 1; }
