@@ -161,6 +161,8 @@ export const make = <const A extends ReadonlyArray<Addon<any>> = []>(
     const health = StoreHealth.make(workerId)
     /** Store calls that failed are retried quickly (the store's return is noticed within half a second). */
     const storeRetry = Schedule.exponential("50 millis").pipe(Schedule.union(Schedule.spaced("500 millis")))
+    /** Jobs whose handler started in their current claim (a claim whose handler never ran is not an attempt). */
+    const ran = new Set<string>()
     /** When each claimed job's lease runs out unless a heartbeat renews it (local clock, epoch ms). */
     const leaseUntil = new Map<string, number>()
     const leaseMs = Duration.toMillis(lease)
@@ -179,10 +181,11 @@ export const make = <const A extends ReadonlyArray<Addon<any>> = []>(
         let delay = 50
         let rejected = 0
         while (true) {
-          const result = yield* Effect.either(health.observe(store.finalize({ job, workerId, outcome, metadata })))
+          const result = yield* Effect.either(health.observe(store.finalize({ job, workerId, outcome, metadata, handlerRan: ran.has(job.id) })))
           const now = yield* Clock.currentTimeMillis
           if (result._tag === "Right") {
             if (failedAt !== undefined) yield* Metric.incrementBy(StoreHealth.finalizesPending, -1)
+            ran.delete(job.id)
             if (result.right) {
               yield* Effect.annotateCurrentSpan(Telemetry.attributes.outcome, outcome._tag)
               yield* Metric.increment(Metric.tagged(Telemetry.tagged(attemptsTotal, job.type, rowConcurrency(job)?.key), "outcome", outcome._tag))
@@ -201,10 +204,12 @@ export const make = <const A extends ReadonlyArray<Addon<any>> = []>(
           if (!StoreHealth.isOutage(result.left) && ++rejected >= 8) {
             yield* Metric.incrementBy(StoreHealth.finalizesPending, -1)
             inFlight.delete(job.id)
+            ran.delete(job.id)
             return yield* Effect.logError(`finalize of ${job.id} rejected by the job store; the lease will recover it`, result.left)
           }
           if ((yield* Deferred.isDone(stopping)) && now >= (leaseUntil.get(job.id) ?? 0)) {
             yield* Metric.incrementBy(StoreHealth.finalizesPending, -1)
+            ran.delete(job.id)
             return yield* Effect.logError(
               `result of attempt ${job.attempt} of ${job.id} (${outcome._tag}) not written: the job store was unreachable until the worker stopped; the lease will recover the job`
             )
@@ -225,7 +230,13 @@ export const make = <const A extends ReadonlyArray<Addon<any>> = []>(
         yield* store.appendLog(job.id, "Recovered", text).pipe(Effect.retry({ schedule: storeRetry, times: 20 }), Effect.ignore)
       })
 
-    const runHandler = (attempt: Attempt): Effect.Effect<Outcome> => {
+    const runHandler = (attempt: Attempt): Effect.Effect<Outcome> =>
+      Effect.suspend(() => {
+        ran.add(attempt.job.id)
+        return handlerOutcome(attempt)
+      })
+
+    const handlerOutcome = (attempt: Attempt): Effect.Effect<Outcome> => {
       const h = attempt.registered.handler
       const info = { jobId: attempt.job.id, type: attempt.job.type, attempt: attempt.job.attempt }
       const body: Effect.Effect<unknown, unknown, never> =

@@ -23,6 +23,13 @@ export interface Finalize {
   readonly outcome: Outcome
   /** The metadata to persist (the stamp, on a first attempt). */
   readonly metadata: unknown
+  /**
+   * Whether the handler ran in this claim (default true). A claim whose handler never ran — the key
+   * was full, a rate limit or an open breaker sent the job back, the worker released the claim — is
+   * not an attempt: the write gives back the attempt number the claim took, so attempt numbers and
+   * retry budgets count handler runs.
+   */
+  readonly handlerRan?: boolean | undefined
 }
 
 /**

@@ -132,7 +132,7 @@ export const make = Effect.flatMap(SemaphoreProviderMemory.make, (locks) => Effe
         })
       }),
 
-    finalize: ({ job, metadata, outcome, workerId }) =>
+    finalize: ({ handlerRan = true, job, metadata, outcome, workerId }) =>
       Effect.map(now, (at) => {
         const cur = jobs.get(job.id)
         if (cur === undefined || cur.state !== "Processing" || cur.lockedBy !== workerId || cur.attempt !== job.attempt) return false
@@ -147,7 +147,8 @@ export const make = Effect.flatMap(SemaphoreProviderMemory.make, (locks) => Effe
             scheduleTime: pending ? when : cur.scheduleTime,
             lockedBy: null,
             leaseUntil: null,
-            updatedAt: at
+            updatedAt: at,
+            attempt: handlerRan ? cur.attempt : cur.attempt - 1
           })
         )
         const l = logOf(outcome)

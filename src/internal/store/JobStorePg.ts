@@ -196,7 +196,7 @@ export const make = Effect.gen(function* () {
         Effect.mapError(fail("fetch"))
       ),
 
-    finalize: ({ job, metadata, outcome, workerId }) => {
+    finalize: ({ handlerRan = true, job, metadata, outcome, workerId }) => {
       const state = stateOf(outcome, new Date())
       const log = logOf(outcome)
       const at = outcome._tag === "Requeued" && outcome.at !== undefined ? outcome.at.toISOString() : null
@@ -207,7 +207,8 @@ export const make = Effect.gen(function* () {
           SET state = ${state}, metadata = ${JSON.stringify(metadata)}::jsonb,
               schedule_time = CASE WHEN ${state} IN ('Enqueued', 'Scheduled')
                                    THEN greatest(now(), coalesce(${at}::timestamptz, now())) ELSE schedule_time END,
-              locked_by = NULL, lease_until = NULL, updated_at = now()
+              locked_by = NULL, lease_until = NULL, updated_at = now(),
+              attempt = CASE WHEN ${handlerRan} THEN attempt ELSE attempt - 1 END
           WHERE id = ${job.id} AND state = 'Processing' AND locked_by = ${workerId} AND attempt = ${job.attempt}
           RETURNING id
         ), l AS (
