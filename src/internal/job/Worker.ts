@@ -295,6 +295,19 @@ export const make = <const A extends ReadonlyArray<Addon<any>> = []>(
       })
     }
 
+    /**
+     * A claim whose lease may have run out before its handler starts (its reply came back late, or the
+     * claim waited behind other work past a lease no heartbeat renewed) is not started: the row may
+     * already be another worker's. It goes back to the queue through the finalizing write, which lands
+     * only if this claim still owns the row, and takes no attempt (its handler never ran).
+     */
+    const claimLapsed = (job: Job, now: number): Outcome | undefined => {
+      const until = leaseUntil.get(job.id)
+      return until !== undefined && now >= until
+        ? Outcome.Requeued({ reason: `Claim of attempt ${job.attempt} lapsed before its handler started (lease ${leaseMs} ms); back to the queue` })
+        : undefined
+    }
+
     /** The interrupted attempt's finalizing write: back to the queue, nothing lost. */
     const requeueInterrupted = (job: Job) =>
       finalize(job, Outcome.Requeued({ reason: `Attempt interrupted (worker ${workerId} shutting down)` }), job.metadata)
@@ -308,7 +321,13 @@ export const make = <const A extends ReadonlyArray<Addon<any>> = []>(
     const runUnderSlot = (job: Job, policy: ConcurrencyPolicy, later: Array<Job>): Effect.Effect<boolean> => {
       let done = false
       return Effect.gen(function* () {
-        const prepared = prepare(job, new Date(yield* Clock.currentTimeMillis), yield* globalPolicies.current)
+        const now = yield* Clock.currentTimeMillis
+        const lapsed = claimLapsed(job, now)
+        if (lapsed !== undefined) {
+          yield* Effect.uninterruptible(Effect.tap(finalize(job, lapsed, job.metadata), () => (done = true)))
+          return true
+        }
+        const prepared = prepare(job, new Date(now), yield* globalPolicies.current)
         if (Either.isLeft(prepared)) {
           yield* Effect.uninterruptible(Effect.tap(finalize(job, Outcome.Failed({ error: prepared.left }), job.metadata), () => (done = true)))
           return true
@@ -395,7 +414,13 @@ export const make = <const A extends ReadonlyArray<Addon<any>> = []>(
       const finalizeOnce = (outcome: Outcome, metadata: unknown) =>
         recorded !== undefined ? Effect.void : Effect.uninterruptible(Effect.tap(finalize(job, outcome, metadata), () => (recorded = outcome)))
       return Effect.gen(function* () {
-        const now = new Date(yield* Clock.currentTimeMillis)
+        const nowMs = yield* Clock.currentTimeMillis
+        const lapsed = claimLapsed(job, nowMs)
+        if (lapsed !== undefined) {
+          yield* finalizeOnce(lapsed, job.metadata)
+          return { outcome: lapsed, waitKey: undefined }
+        }
+        const now = new Date(nowMs)
         const prepared = prepare(job, now, yield* globalPolicies.current)
         if (Either.isLeft(prepared)) {
           const failed = Outcome.Failed({ error: prepared.left })
@@ -466,18 +491,23 @@ export const make = <const A extends ReadonlyArray<Addon<any>> = []>(
         )
       }
 
+    /**
+     * Claims up to `n` rows. Their local lease deadline counts from when the claiming statement was
+     * sent, not from when its reply arrived: a reply that comes back late (a stalled connection, a
+     * paused process) leaves a claim that may already have run out on the server and been taken by
+     * another worker, and {@link claimLapsed} keeps its handler from starting.
+     */
     const fetchMany = (n: number, hint: FetchHint = { contended: [] }) =>
-      store.fetch(workerId, n, lease, hint).pipe(
-        Effect.tap((rows) => Effect.annotateCurrentSpan(Telemetry.attributes.claimed, rows.length)),
+      Effect.zip(Clock.currentTimeMillis, store.fetch(workerId, n, lease, hint)).pipe(
+        Effect.tap(([, rows]) => Effect.annotateCurrentSpan(Telemetry.attributes.claimed, rows.length)),
         Effect.withSpan(Telemetry.spans.claim, { attributes: { [Telemetry.attributes.worker]: workerId } }),
         health.observe,
         Effect.retry(storeRetry),
         Effect.orDie,
-        Effect.tap((rows) =>
-          Effect.map(Clock.currentTimeMillis, (now) => {
-            for (const row of rows) leaseUntil.set(row.id, now + leaseMs)
-          })
-        )
+        Effect.map(([sent, rows]) => {
+          for (const row of rows) leaseUntil.set(row.id, sent + leaseMs)
+          return rows
+        })
       )
 
     const idle = Effect.raceFirst(Effect.sleep(pollInterval), Deferred.await(stopping))
