@@ -9,17 +9,31 @@
  *   every slot was held. Release deletes the field only if it still carries the holder's token.
  * - While a slot is held, a heartbeat extends its lease every `heartbeat`; a holder that stops
  *   (its process died) loses the slot when the lease expires. `slot.lost` completes when the
- *   heartbeat finds the lease gone or taken over, or could not renew it for a whole lease.
+ *   heartbeat finds the lease gone or taken over, or — the holder-side deadline — when no renewal
+ *   has succeeded by the lease's end as the holder counts it (from when the last successful acquire
+ *   or renewal was sent) minus a margin, so the holder stops before Redis could grant its slot to
+ *   anyone else.
+ * - A restarted Redis that kept nothing on disk has forgotten every lease while their holders may
+ *   still run. The acquire script therefore grants nothing while the server's uptime is below one
+ *   lease (Redis's own advice for distributed locks: a restarted instance stays unavailable for the
+ *   longest lease); a holder from before the restart finds its lease gone at its next heartbeat, or
+ *   stops at its deadline, before that. A `tryAcquire` that meets such a server waits out its
+ *   timeout and then fails with a `SemaphoreError` (the gate requeues the job), never "full".
+ *   Providers sharing one Redis should use the same lease (the guard uses the caller's).
+ * - Every command has a timeout (`commandTimeout`, default a third of the lease, at most 2 s), so a
+ *   Redis that stops answering without closing the connection fails calls instead of hanging them.
  *
  * @since 0.1.0
  */
 import { randomUUID } from "node:crypto"
+import * as Clock from "effect/Clock"
 import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
+import * as Runtime from "effect/Runtime"
 import * as Schedule from "effect/Schedule"
 import type * as Scope from "effect/Scope"
 import {
@@ -43,6 +57,12 @@ export interface RedisProviderOptions {
   readonly heartbeat?: Duration.DurationInput
   /** How often a waiting `tryAcquire` retries (default 10 ms). */
   readonly retryInterval?: Duration.DurationInput
+  /**
+   * How long before the end of a lease (as the holder counts it) an unrenewed holder gives its slot
+   * up (`slot.lost`) (default a tenth of the lease, at least 50 ms). Covers clock-rate drift between
+   * the holder and Redis and the time the holder needs to stop.
+   */
+  readonly margin?: Duration.DurationInput
 }
 
 /** Options of {@link layer}: the provider options and the connection. */
@@ -84,12 +104,17 @@ end`
 const keepAlive = `local ttl = redis.call('PTTL', KEYS[1])
 if ttl < lease then redis.call('PEXPIRE', KEYS[1], lease) end`
 
-/** KEYS[1] hash; ARGV limit, offset, token, lease ms. Returns the slot taken or -1. */
+/**
+ * KEYS[1] hash; ARGV limit, offset, token, lease ms. Returns the slot taken, -1 (full), or -2 minus the
+ * server's uptime in seconds while it is below one lease (it restarted and forgot the leases).
+ */
 const ACQUIRE = `${now}
 ${expiry}
 local limit = tonumber(ARGV[1])
 local offset = tonumber(ARGV[2])
 local lease = tonumber(ARGV[4])
+local uptime = tonumber(string.match(redis.call('INFO', 'server'), 'uptime_in_seconds:(%d+)'))
+if uptime and uptime * 1000 < lease then return -2 - uptime end
 local held = {}
 local all = redis.call('HGETALL', KEYS[1])
 for i = 1, #all, 2 do held[all[i]] = all[i + 1] end
@@ -142,6 +167,7 @@ export const make = (client: RedisClient, options: RedisProviderOptions = {}): E
     const leaseMs = Math.max(1, Math.round(Duration.toMillis(lease)))
     const heartbeat = options.heartbeat === undefined ? Duration.millis(leaseMs / 3) : Duration.decode(options.heartbeat)
     const every = options.retryInterval ?? "10 millis"
+    const marginMs = options.margin === undefined ? Math.max(50, leaseMs / 10) : Duration.toMillis(Duration.decode(options.margin))
     client.defineCommand("warpSemaphoreAcquire", { numberOfKeys: 1, lua: ACQUIRE })
     client.defineCommand("warpSemaphoreRelease", { numberOfKeys: 1, lua: RELEASE })
     client.defineCommand("warpSemaphoreRenew", { numberOfKeys: 1, lua: RENEW })
@@ -149,32 +175,44 @@ export const make = (client: RedisClient, options: RedisProviderOptions = {}): E
     const call = <A>(name: string, message: string, f: () => Promise<A>) =>
       Effect.tryPromise({ try: f, catch: (cause) => new SemaphoreError({ name, message, cause }) })
 
-    /** Renews the lease every `heartbeat`; completes `lost` when it is gone or could not be renewed for a lease. */
-    const keepLease = (key: string, name: string, slot: number, token: string, lost: Deferred.Deferred<void>) => {
-      let renewed = Date.now()
-      const renew = call(name, "lease renewal failed", () => scripts.warpSemaphoreRenew(key, slot, token, leaseMs)).pipe(
-        Effect.flatMap((ok) => (ok === 1 ? Effect.sync(() => void (renewed = Date.now())) : Effect.fail("gone" as const))),
-        Effect.catchTag("SemaphoreError", () => (Date.now() - renewed >= leaseMs ? Effect.fail("expired" as const) : Effect.void))
+    /**
+     * Renews the lease every `heartbeat`, and keeps the holder-side deadline: `lost` completes when the
+     * lease is found gone or taken over, or when no renewal has succeeded by `validUntil` (counted from
+     * when the last successful call was sent, minus the margin).
+     */
+    const keepLease = (key: string, name: string, slot: number, token: string, lost: Deferred.Deferred<void>, sentAt: number) => {
+      let validUntil = sentAt + leaseMs - marginMs
+      const renew = Effect.flatMap(Clock.currentTimeMillis, (sent) =>
+        call(name, "lease renewal failed", () => scripts.warpSemaphoreRenew(key, slot, token, leaseMs)).pipe(
+          Effect.flatMap((ok) => (ok === 1 ? Effect.sync(() => void (validUntil = Math.max(validUntil, sent + leaseMs - marginMs))) : Effect.fail("gone" as const))),
+          // a failed call is retried at the next beat; the deadline decides when it is too late
+          Effect.catchTag("SemaphoreError", () => Effect.void)
+        )
       )
-      return renew.pipe(
-        Effect.repeat(Schedule.spaced(heartbeat)),
-        Effect.catchAll(() => Deferred.succeed(lost, undefined)),
+      const heartbeats = renew.pipe(Effect.repeat(Schedule.spaced(heartbeat)), Effect.delay(heartbeat))
+      const deadline: Effect.Effect<void> = Effect.flatMap(Clock.currentTimeMillis, (t) =>
+        t >= validUntil ? Effect.void : Effect.zipRight(Effect.sleep(Duration.millis(validUntil - t)), deadline)
+      )
+      return Effect.raceFirst(Effect.ignore(heartbeats), deadline).pipe(
+        Effect.zipRight(Deferred.succeed(lost, undefined)),
         Effect.asVoid,
-        Effect.delay(heartbeat),
         // forked from an uninterruptible acquisition: the heartbeat itself must be interruptible
         Effect.interruptible,
         Effect.forkIn(scope)
       )
     }
 
-    const attempt = (name: string, limit: number): Effect.Effect<Option.Option<Held>, SemaphoreError> =>
+    /** One try; `restarted` is told the server's uptime when a restart guard refused it. */
+    const attempt = (name: string, limit: number, restarted: { uptime: number | undefined }): Effect.Effect<Option.Option<Held>, SemaphoreError> =>
       Effect.gen(function* () {
         const key = prefix + name
         const token = randomUUID()
+        const sentAt = yield* Clock.currentTimeMillis
         const slot = yield* call(name, "acquire script failed", () => scripts.warpSemaphoreAcquire(key, limit, randomOffset(limit), token, leaseMs))
+        restarted.uptime = slot <= -2 ? -2 - slot : undefined
         if (slot < 0) return Option.none()
         const lost = yield* Deferred.make<void>()
-        const fiber = yield* keepLease(key, name, slot, token, lost)
+        const fiber = yield* keepLease(key, name, slot, token, lost, sentAt)
         const release = Fiber.interrupt(fiber).pipe(
           Effect.zipRight(call(name, "release script failed", () => scripts.warpSemaphoreRelease(key, slot, token))),
           Effect.ignore
@@ -184,7 +222,22 @@ export const make = (client: RedisClient, options: RedisProviderOptions = {}): E
 
     const service: SemaphoreProviderService = {
       tryAcquire: (name, limit, timeout) =>
-        Effect.zipRight(validateLimit(name, limit), acquireWith(Effect.suspend(() => attempt(name, limit)), timeout, every))
+        Effect.zipRight(
+          validateLimit(name, limit),
+          Effect.suspend(() => {
+            const restarted: { uptime: number | undefined } = { uptime: undefined }
+            return Effect.flatMap(acquireWith(attempt(name, limit, restarted), timeout, every), (slot) =>
+              Option.isNone(slot) && restarted.uptime !== undefined
+                ? Effect.fail(
+                    new SemaphoreError({
+                      name,
+                      message: `Redis restarted ${restarted.uptime} s ago: no slot is granted until one lease (${leaseMs} ms) has passed since its start, while holders from before the restart may still run`
+                    })
+                  )
+                : Effect.succeed(slot)
+            )
+          })
+        )
     }
     return service
   })
@@ -197,13 +250,29 @@ export const layer = (options: RedisLayerOptions = {}): Layer.Layer<SemaphorePro
       const { Redis } = yield* importPeer("ioredis", "warp-effect/redis", () => import("ioredis"))
       const client = yield* Effect.acquireRelease(
         Effect.sync(() => {
-          const defaults = { lazyConnect: true, maxRetriesPerRequest: 2 }
+          const leaseMs = Duration.toMillis(Duration.decode(options.lease ?? "10 seconds"))
+          // a Redis that stops answering fails calls instead of hanging them (the deadline needs answers)
+          const defaults = { lazyConnect: true, maxRetriesPerRequest: 2, commandTimeout: Math.max(100, Math.min(2000, Math.round(leaseMs / 3))) }
           return typeof options.redis === "string"
             ? new Redis(options.redis, defaults)
             : new Redis({ host: "127.0.0.1", port: 6379, ...defaults, ...(options.redis as object) })
         }),
         (client) => Effect.promise(() => client.quit().catch(() => client.disconnect()))
       )
+      // ioredis reconnects by itself; without a listener it prints every failed reconnection as an
+      // "Unhandled error event". One warning when Redis becomes unreachable, one line when it is back.
+      const runFork = Runtime.runFork(yield* Effect.runtime<never>())
+      let down = false
+      client.on("error", (error: Error) => {
+        if (down) return
+        down = true
+        runFork(Effect.logWarning(`Redis unreachable (${error.message}); retrying`))
+      })
+      client.on("ready", () => {
+        if (!down) return
+        down = false
+        runFork(Effect.log("Redis reachable again"))
+      })
       yield* Effect.tryPromise({
         try: () => client.connect(),
         catch: (cause) => new SemaphoreError({ name: "*", message: "could not connect to Redis", cause })
