@@ -20,6 +20,15 @@
  *   driver's `end`/`error` events (on @effect/sql-pg) and a ping every `pingInterval` (any SqlClient,
  *   and connections that hang without closing) notice the loss and complete `slot.lost`, so the
  *   holder stops.
+ * - Deadline (PostgreSQL 14+). A connection holding slots gets `idle_session_timeout = deadline`
+ *   (set by the statement that takes a slot, put back by the one that releases it), and is pinged
+ *   at least every quarter of it: a holder cut off from the server (a partition, a proxy that stops
+ *   forwarding without closing anything) has its session ended — and its slots freed — by the
+ *   server within `deadline`, instead of when TCP gives up (hours, or never behind a proxy that
+ *   answers keepalives). The holder stops itself first: a ping unanswered for a quarter of the
+ *   deadline completes `slot.lost`. A process paused longer than the deadline cannot stop itself;
+ *   its slots are freed while it sleeps, so the deadline is also the longest pause that never
+ *   over-admits.
  *   Queries on a slot connection are never interrupted (sql-pg would send `pg_cancel_backend`
  *   through the pool, which could land on a later statement).
  *
@@ -62,10 +71,17 @@ export interface PgProviderOptions {
    * connection per held slot. The pool must allow `connections` reserved connections.
    */
   readonly multiplex?: { readonly connections: number }
+  /**
+   * How long the server keeps the slots of a holder it no longer hears from (default 10 seconds;
+   * PostgreSQL 14+, ignored before). Pings run at least every quarter of it and time out after a
+   * quarter of it.
+   */
+  readonly deadline?: Duration.DurationInput
 }
 
 /**
- * `$1` candidate lock ids, `$2` start offset, `$3` candidate count, `$4`/`$5` the guard key.
+ * `$1` candidate lock ids, `$2` start offset, `$3` candidate count, `$4`/`$5` the guard key, `$6` the
+ * session's `idle_session_timeout` (ms) once it holds a slot (NULL: left as it is).
  * Returns the position (in `$1`) of the lock taken, or no row.
  */
 const SCAN = `
@@ -75,12 +91,21 @@ WITH RECURSIVE scan(i, got) AS (
   SELECT i + 1, pg_try_advisory_lock(($1::bigint[])[1 + (($2::int + i + 1) % $3::int)])
   FROM scan WHERE NOT got AND i + 1 < $3::int
 )
-SELECT ($2::int + i) % $3::int AS position FROM scan WHERE got`
+SELECT ($2::int + i) % $3::int AS position,
+       CASE WHEN $6::text IS NULL THEN NULL ELSE set_config('idle_session_timeout', $6::text, false) END AS deadline
+FROM scan WHERE got`
 
-/** `$1` the slot's lock id, `$2`/`$3` the guard key. */
-const RELEASE = `SELECT pg_advisory_unlock($1::bigint) AS released FROM (SELECT pg_advisory_xact_lock($2::int, $3::int)) AS guard`
+/**
+ * `$1` the slot's lock id, `$2`/`$3` the guard key; `$4` true puts the session's `idle_session_timeout`
+ * back to its default (the connection goes back to the pool).
+ */
+const RELEASE = `SELECT pg_advisory_unlock($1::bigint) AS released,
+       CASE WHEN $4::boolean THEN set_config('idle_session_timeout', (SELECT reset_val FROM pg_settings WHERE name = 'idle_session_timeout'), false) END AS deadline
+FROM (SELECT pg_advisory_xact_lock($2::int, $3::int)) AS guard`
 
 const UNLOCK_ALL = "SELECT pg_advisory_unlock_all()"
+const UNLOCK_ALL_RESET =
+  "SELECT pg_advisory_unlock_all(), set_config('idle_session_timeout', (SELECT reset_val FROM pg_settings WHERE name = 'idle_session_timeout'), false)"
 
 /** The guard key of `name`, in the two-int advisory key space (exported for tests). */
 export const guardOf = (name: string): readonly [number, number] => guardKey(`warp:semaphore-guard:${name}`)
@@ -148,8 +173,16 @@ interface Lane {
 export const make = (options: PgProviderOptions = {}): Effect.Effect<SemaphoreProviderService, never, SqlClient.SqlClient | Scope.Scope> =>
   Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
-    const pingEvery = Duration.decode(options.pingInterval ?? "1 second")
-    const pingTimeout = Duration.decode(options.pingTimeout ?? "5 seconds")
+    const deadlineMs = Duration.toMillis(Duration.decode(options.deadline ?? "10 seconds"))
+    const quarter = Duration.millis(Math.max(1, Math.floor(deadlineMs / 4)))
+    const pingEvery = Duration.min(Duration.decode(options.pingInterval ?? "1 second"), quarter)
+    const pingTimeout = Duration.min(Duration.decode(options.pingTimeout ?? "5 seconds"), quarter)
+    // idle_session_timeout exists from PostgreSQL 14
+    const version = yield* sql<{ v: number }>`SELECT current_setting('server_version_num')::int AS v`.pipe(
+      Effect.map((rows) => Number(rows[0]?.v ?? 0)),
+      Effect.orElseSucceed(() => 0)
+    )
+    const sessionDeadline = version >= 140000 ? String(Math.max(1, Math.round(deadlineMs))) : null
     const every = options.retryInterval ?? "10 millis"
     const connections = options.multiplex?.connections
     if (connections !== undefined && (!Number.isInteger(connections) || connections < 1)) {
@@ -202,7 +235,7 @@ export const make = (options: PgProviderOptions = {}): Effect.Effect<SemaphorePr
       })
 
     /** Drops whatever the connection still holds and gives it back to the pool. */
-    const dispose = (lane: Lane) => query(lane, UNLOCK_ALL, []).pipe(Effect.ignore, Effect.zipRight(Scope.close(lane.scope, Exit.void)))
+    const dispose = (lane: Lane) => query(lane, sessionDeadline === null ? UNLOCK_ALL : UNLOCK_ALL_RESET, []).pipe(Effect.ignore, Effect.zipRight(Scope.close(lane.scope, Exit.void)))
 
     /** The connection is unusable or its locks are in doubt: its slots are lost. */
     const kill = (lane: Lane): Effect.Effect<void> =>
@@ -246,7 +279,7 @@ export const make = (options: PgProviderOptions = {}): Effect.Effect<SemaphorePr
       const [g1, g2] = guardOf(name)
       const candidates =
         free.length === ids.length && idCache.get(name) === ids ? arrayLiteral(name, ids) : `{${free.map((i) => ids[i]).join(",")}}`
-      return query(lane, SCAN, [candidates, randomOffset(free.length), free.length, g1, g2]).pipe(
+      return query(lane, SCAN, [candidates, randomOffset(free.length), free.length, g1, g2, sessionDeadline]).pipe(
         Effect.tapError(() => kill(lane)),
         Effect.mapError(fail(name, "advisory lock scan failed")),
         Effect.map((rows) => {
@@ -258,12 +291,15 @@ export const make = (options: PgProviderOptions = {}): Effect.Effect<SemaphorePr
       )
     }
 
-    /** Unlocks one slot under its guard (a no-op on a dead lane: its locks are gone with it). */
-    const unlock = (lane: Lane, name: string, id: string): Effect.Effect<void> =>
+    /**
+     * Unlocks one slot under its guard (a no-op on a dead lane: its locks are gone with it); `last`: the
+     * connection goes back to the pool, its deadline is put back.
+     */
+    const unlock = (lane: Lane, name: string, id: string, last: boolean): Effect.Effect<void> =>
       Effect.suspend(() => {
         if (lane.dead) return Effect.void
         const [g1, g2] = guardOf(name)
-        return query(lane, RELEASE, [id, g1, g2]).pipe(
+        return query(lane, RELEASE, [id, g1, g2, last && sessionDeadline !== null]).pipe(
           Effect.matchEffect({ onFailure: () => kill(lane), onSuccess: () => Effect.sync(() => void lane.held.delete(id)) })
         )
       })
@@ -283,7 +319,7 @@ export const make = (options: PgProviderOptions = {}): Effect.Effect<SemaphorePr
           if (lane.watchdog !== undefined) yield* Fiber.interrupt(lane.watchdog)
           lane.watchdog = undefined
           if (lane.dead) return
-          yield* unlock(lane, name, ids[index]!)
+          yield* unlock(lane, name, ids[index]!, true)
           if (!lane.dead) yield* Scope.close(lane.scope, Exit.void)
         })
         return Option.some({ slot: { name, index, lost: Deferred.await(lane.lost) }, release })
@@ -310,7 +346,7 @@ export const make = (options: PgProviderOptions = {}): Effect.Effect<SemaphorePr
             taken,
             (index): Held => ({
               slot: { name, index, lost: Deferred.await(current.lost) },
-              release: entry.mutex(unlock(current, name, ids[index]!))
+              release: entry.mutex(unlock(current, name, ids[index]!, false))
             })
           )
         })
