@@ -5,11 +5,11 @@
  * watches, while jobs of cold keys arrive now and then. The bounds checked (see the README's Fifo notes):
  *
  * - within a key: no later arrival starts before an earlier one (limit 1), so a job with A unfinished
- *   jobs of its key ahead of it when it is enqueued starts after at most A + 1 hand-offs of the key's
- *   slot: wait <= (A + 1) x (D + h), D the handler time, h the time one hand-off may take (claim and
- *   gate, at most one poll interval plus a fetch; `HANDOFF_MS` below, generous for a loaded machine);
+ *   jobs of its key ahead of it when it is enqueued starts after exactly those A hand-offs of the key's
+ *   slot (in time: wait <= (A + 1) x (D + h), D the handler time, h one hand-off);
  * - across keys: the hot key holds at most its limit of fibers, so a cold job is claimed by the next
- *   fiber that fetches: wait <= D_cold + h, whatever the hot backlog.
+ *   fiber that fetches: while it waits, at most one hot job per fiber starts, whatever the hot backlog
+ *   (in time: wait <= D_cold + h). Both are checked in hand-offs, not milliseconds.
  */
 import { describe, expect, it } from "@effect/vitest"
 import * as Clock from "effect/Clock"
@@ -31,8 +31,8 @@ const Item = Contract.job("FairItem", Schema.Struct({ key: Schema.String, i: Sch
 const POLL_MS = 10
 const HOT_MS = 4
 const COLD_MS = 2
-/** One hand-off of a slot (finalize, claim, gate): 10-60 ms seen on a loaded 2-core machine; generous on purpose. */
-const HANDOFF_MS = 400
+/** Fibers across both workers. */
+const FIBERS = 8
 
 interface Run {
   readonly key: string
@@ -43,7 +43,7 @@ interface Run {
 }
 
 describe("Fifo mode under an adversarial arrival stream (PostgreSQL, 2 workers x 4 fibers)", () => {
-  it.live("the oldest job is never overtaken and its wait is bounded; a hot key cannot starve cold keys", () => {
+  it.live("the oldest job is never overtaken; a hot key cannot starve cold keys (at most one hot start per fiber while a cold job waits)", () => {
     const runs = new Map<string, Run>()
     const id = (key: string, i: number) => `${key}#${i}`
     const holders = new HolderCounter()
@@ -68,10 +68,8 @@ describe("Fifo mode under an adversarial arrival stream (PostgreSQL, 2 workers x
       // a backlog first, then a stream about twice as fast as the hot key's one slot can take
       let hot = 0
       for (; hot < 30; hot++) yield* enqueue("hot", hot, HOT_MS)
-      let workersAt = 0
       yield* Effect.scoped(
         Effect.gen(function* () {
-          workersAt = yield* Clock.currentTimeMillis
           yield* Worker.make({ addons: [Concurrency.addon], workerId: "fair-a", concurrency: 4, pollInterval: `${POLL_MS} millis` })
           yield* Worker.make({ addons: [Concurrency.addon], workerId: "fair-b", concurrency: 4, pollInterval: `${POLL_MS} millis` })
           const stream = yield* Effect.fork(
@@ -91,23 +89,22 @@ describe("Fifo mode under an adversarial arrival stream (PostgreSQL, 2 workers x
       const maxAhead = Math.max(...hotRuns.map((r) => hotRuns.filter((o) => o.i < r.i && o.endedAt! > r.enqueuedAt).length))
       expect(maxAhead).toBeGreaterThan(20)
       expect(holders.max.get("hot")).toBe(1)
-      // within the key: start order is enqueue order, and every wait is within its bound
+      // within the key: start order is enqueue order (a job with A unfinished jobs of its key ahead of it
+      // starts after exactly those A: no later arrival overtakes it)
       const byStart = [...hotRuns].sort((a, b) => a.startedAt! - b.startedAt! || a.i - b.i).map((r) => r.i)
       expect(byStart).toEqual(hotRuns.map((r) => r.i))
-      for (const r of hotRuns) {
-        // the backlog enqueued before the workers started waits from their start
-        const from = Math.max(r.enqueuedAt, workersAt)
-        const ahead = hotRuns.filter((o) => o.i < r.i && o.endedAt! > from).length
-        expect(r.startedAt! - from, `hot #${r.i} with ${ahead} ahead`).toBeLessThanOrEqual((ahead + 1) * (HOT_MS + HANDOFF_MS))
-      }
-      // across keys: cold jobs ran while the hot backlog was still there
+      // across keys, counted in hand-offs rather than milliseconds (a loaded machine stretches both
+      // alike): while a cold job waited, at most FIBERS hot jobs started — the next fiber that fetches
+      // takes it — although more than 20 hot jobs were queued ahead of it; and it ran before the hot
+      // backlog drained
       for (const r of coldRuns) {
-        expect(r.startedAt! - r.enqueuedAt, r.key).toBeLessThanOrEqual(COLD_MS + HANDOFF_MS)
+        const hotStartsWhileWaiting = hotRuns.filter((h) => h.startedAt! > r.enqueuedAt && h.startedAt! < r.startedAt!).length
+        expect(hotStartsWhileWaiting, r.key).toBeLessThanOrEqual(FIBERS)
         expect(hotRuns.some((h) => h.startedAt! > r.endedAt!), `${r.key} ran before the hot backlog drained`).toBe(true)
       }
       console.log(
         `fairness: ${hotRuns.length} hot jobs (max ${maxAhead} ahead at enqueue), worst hot wait ${Math.max(...hotRuns.map((r) => r.startedAt! - r.enqueuedAt))} ms; ` +
-          `cold waits ${coldRuns.map((r) => r.startedAt! - r.enqueuedAt).join(", ")} ms`
+          `cold waits ${coldRuns.map((r) => r.startedAt! - r.enqueuedAt).join(", ")} ms; hot starts while a cold job waited ${coldRuns.map((r) => hotRuns.filter((h) => h.startedAt! > r.enqueuedAt && h.startedAt! < r.startedAt!).length).join(", ")}`
       )
     }).pipe(Effect.provide(env))
   }, 180_000)
