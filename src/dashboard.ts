@@ -10,6 +10,7 @@
  * The dashboard's router and server Layer.
  *
  * @since 0.1.0
- * @category dashboard
+ * @category modules
  */
-export * as Dashboard from "./internal/dashboard/Dashboard.js"
+export * as Dashboard from "./dashboard/Dashboard.js"
+export { MissingPeerDependency } from "./MissingPeerDependency.js"

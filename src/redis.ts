@@ -9,6 +9,7 @@
  * The Redis semaphore provider.
  *
  * @since 0.1.0
- * @category providers
+ * @category modules
  */
-export * as SemaphoreProviderRedis from "./internal/semaphore/SemaphoreProviderRedis.js"
+export * as SemaphoreProviderRedis from "./redis/SemaphoreProviderRedis.js"
+export { MissingPeerDependency } from "./MissingPeerDependency.js"
