@@ -4,6 +4,7 @@
  * `@effect/platform-node`; without it, `Dashboard.layer` fails with `MissingPeerDependency`).
  *
  * @since 0.2.0
+ * @module warp-effect/dashboard
  */
 
 /**

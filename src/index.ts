@@ -6,6 +6,7 @@
  * `warp-effect/redis` (Redis semaphore provider, needs `ioredis`), `warp-effect/dashboard` (web dashboard).
  *
  * @since 0.1.0
+ * @module warp-effect
  */
 
 // ---- entry Layer ---------------------------------------------------------------------------------

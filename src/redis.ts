@@ -3,6 +3,7 @@
  * `ioredis`; without it, `SemaphoreProviderRedis.layer` fails with `MissingPeerDependency`.
  *
  * @since 0.1.0
+ * @module warp-effect/redis
  */
 
 /**

@@ -3,6 +3,7 @@
  * (run it against your own provider) and a throwaway embedded PostgreSQL server.
  *
  * @since 0.1.0
+ * @module warp-effect/testing
  */
 
 /**

@@ -23,9 +23,10 @@ const relative = (node: ts.Node) => {
 
 /** What a declaration's JSDoc lacks: "JSDoc", "@since", "@category" (empty when complete). */
 export const missingDocs = (node: ts.Node): Array<string> => {
-  const docs = ts.getJSDocCommentsAndTags(node).filter(ts.isJSDoc)
-  if (docs.length === 0) return ["JSDoc", "@since", "@category"]
-  const tags = docs.flatMap((d) => d.tags ?? []).map((t) => t.tagName.text)
+  // Only the comment right above the declaration counts (not a file comment before it).
+  const doc = ts.getJSDocCommentsAndTags(node).filter(ts.isJSDoc).at(-1)
+  if (doc === undefined) return ["JSDoc", "@since", "@category"]
+  const tags = (doc.tags ?? []).map((t) => t.tagName.text)
   return [...(tags.includes("since") ? [] : ["@since"]), ...(tags.includes("category") ? [] : ["@category"])]
 }
 
@@ -76,7 +77,7 @@ describe("public API", () => {
   })
 
   it("a declaration without @category is reported (the check can fail)", () => {
-    const probe = ts.createSourceFile("probe.ts", "/**\n * Doc.\n *\n * @since 0.2.0\n */\nexport const x = 1\n/** @since 0.1.0\n @category models */\nexport type Y = 1\nexport const z = 2\n", ts.ScriptTarget.ES2022, true)
+    const probe = ts.createSourceFile("probe.ts", "/** File. @category x */\n/**\n * Doc.\n *\n * @since 0.2.0\n */\nexport const x = 1\n/** @since 0.1.0\n @category models */\nexport type Y = 1\nexport const z = 2\n", ts.ScriptTarget.ES2022, true)
     const [x, y, z] = probe.statements
     expect(missingDocs((x as ts.VariableStatement).declarationList.declarations[0]!)).toEqual(["@category"])
     expect(missingDocs(y!)).toEqual([])
