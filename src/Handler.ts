@@ -65,7 +65,7 @@ export type AnyHandler = internal.AnyHandler
 /**
  * The services a handler's effect requires.
  *
- * @since 0.2.0
+ * @since 0.1.0
  * @category models
  */
 export type Requirements<H> = internal.Requirements<H>
