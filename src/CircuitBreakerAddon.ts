@@ -46,3 +46,35 @@ export const layer = internal.layer
  * @category layers
  */
 export const layerMemory = internal.layerMemory
+
+/**
+ * The breakers' operations; operators use `status(group)` and `reset(group)`.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type CircuitBreakerStateService = state.CircuitBreakerStateService
+
+/**
+ * A breaker's state, for inspection.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type CircuitStatus = state.CircuitStatus
+
+/**
+ * The breaker table could not be read or written.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export const CircuitBreakerStoreError = state.CircuitBreakerStoreError
+
+/**
+ * The breaker table could not be read or written.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export type CircuitBreakerStoreError = state.CircuitBreakerStoreError

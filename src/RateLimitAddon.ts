@@ -46,3 +46,27 @@ export const layer = internal.layer
  * @category layers
  */
 export const layerMemory = internal.layerMemory
+
+/**
+ * The limiter's operations (`current(key)` for inspection).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type RateLimiterService = limiter.RateLimiterService
+
+/**
+ * The window table could not be read or written.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export const RateLimitStoreError = limiter.RateLimitStoreError
+
+/**
+ * The window table could not be read or written.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export type RateLimitStoreError = limiter.RateLimitStoreError

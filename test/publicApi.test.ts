@@ -93,7 +93,7 @@ const EXPECTED = {
   index: [
     "Attempt",
     "CircuitBreaker",
-    "CircuitBreakerAddon", "CircuitBreakerAddon.CircuitBreakerState", "CircuitBreakerAddon.addon", "CircuitBreakerAddon.layer", "CircuitBreakerAddon.layerMemory",
+    "CircuitBreakerAddon", "CircuitBreakerAddon.CircuitBreakerState", "CircuitBreakerAddon.CircuitBreakerStateService", "CircuitBreakerAddon.CircuitBreakerStoreError", "CircuitBreakerAddon.CircuitStatus", "CircuitBreakerAddon.addon", "CircuitBreakerAddon.layer", "CircuitBreakerAddon.layerMemory",
     "CircuitBreakerPolicy",
     "Concurrency", "Concurrency.ConcurrencyDraft", "Concurrency.ConcurrencyMetadata", "Concurrency.ConcurrencyMode", "Concurrency.ConcurrencyOptions", "Concurrency.ConcurrencyPolicy", "Concurrency.Mutex", "Concurrency.Semaphore", "Concurrency.addon", "Concurrency.layer", "Concurrency.layerMemoryLimits", "Concurrency.layerWithoutMigrations",
     "ConcurrencyBehavior", "ConcurrencyBehavior.GateResult", "ConcurrencyBehavior.cancelledText", "ConcurrencyBehavior.gate", "ConcurrencyBehavior.gateTotal", "ConcurrencyBehavior.requeuedText",
@@ -130,7 +130,7 @@ const EXPECTED = {
     "Pipeline", "Pipeline.Addon", "Pipeline.AddonServices", "Pipeline.Behavior",
     "Publisher", "Publisher.PublishError", "Publisher.Publisher", "Publisher.PublisherService", "Publisher.layer", "Publisher.make",
     "RateLimit",
-    "RateLimitAddon", "RateLimitAddon.RateLimiter", "RateLimitAddon.addon", "RateLimitAddon.layer", "RateLimitAddon.layerMemory",
+    "RateLimitAddon", "RateLimitAddon.RateLimitStoreError", "RateLimitAddon.RateLimiter", "RateLimitAddon.RateLimiterService", "RateLimitAddon.addon", "RateLimitAddon.layer", "RateLimitAddon.layerMemory",
     "RateLimitPolicy",
     "Recurring", "Recurring.InvalidRecurring", "Recurring.Recurring", "Recurring.make",
     "Registry", "Registry.Registered", "Registry.Registry", "Registry.RegistryInput", "Registry.RegistryService", "Registry.layer", "Registry.make",
