@@ -4,12 +4,14 @@
  * `@effect/platform-node`; without it, `Dashboard.layer` fails with `MissingPeerDependency`).
  *
  * @since 0.2.0
+ * @module warp-effect/dashboard
  */
 
 /**
  * The dashboard's router and server Layer.
  *
  * @since 0.1.0
- * @category dashboard
+ * @category modules
  */
-export * as Dashboard from "./internal/dashboard/Dashboard.js"
+export * as Dashboard from "./dashboard/Dashboard.js"
+export { MissingPeerDependency } from "./MissingPeerDependency.js"

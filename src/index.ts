@@ -2,87 +2,233 @@
  * Warp: background jobs on PostgreSQL for Effect applications, with distributed Mutex / Semaphore
  * concurrency control.
  *
+ * Subpath entries: `warp-effect/testing` (provider contract suite, embedded PostgreSQL),
+ * `warp-effect/redis` (Redis semaphore provider, needs `ioredis`), `warp-effect/dashboard` (web dashboard).
+ *
  * @since 0.1.0
+ * @module warp-effect
  */
 
-/** The entry Layer: `Warp.layer(options)` over a `SqlClient`. */
+// ---- entry Layer ---------------------------------------------------------------------------------
+/**
+ * The entry Layer: `Warp.layer(options)` over a `SqlClient`, `Warp.layerMemory(options)` in memory.
+ *
+ * @since 0.2.0
+ * @category layers
+ */
 export * as Warp from "./Warp.js"
-/** Job and message contracts. */
-export * as Contract from "./internal/job/Contract.js"
-/** Job, message, stream and request handlers. */
-export * as Handler from "./internal/job/Handler.js"
-/** Saga handlers (policy-exempt). */
-export * as Saga from "./internal/job/Saga.js"
-/** Recurring (cron) registrations. */
-export * as Recurring from "./internal/job/Recurring.js"
-/** Explicit enqueue-time metadata. */
-export { JobParameters, type MetadataAccessor } from "./internal/job/JobParameters.js"
-/** The publisher service. */
-export * as Publisher from "./internal/job/Publisher.js"
-/** The registry of handlers. */
-export * as Registry from "./internal/job/Registry.js"
-/** The worker. */
-export * as Worker from "./internal/job/Worker.js"
-/** The recurring-job scheduler. */
-export * as Scheduler from "./internal/job/Scheduler.js"
-/** The pipeline of behaviors around handlers. */
-export * as Pipeline from "./internal/job/Pipeline.js"
-/** Typed attempt outcomes. */
-export { Outcome, type LogKind } from "./internal/job/Outcome.js"
-/** The current attempt. */
-export { type Attempt, CurrentAttempt } from "./internal/job/Attempt.js"
-/** Job rows. */
-export { Job, type JobDetail, type JobLog, type NewJob } from "./internal/job/Job.js"
-/** Job states. */
-export { JobState } from "./internal/job/JobState.js"
-/** Publishing errors. */
-export { InvalidPayload } from "./internal/job/errors.js"
 
-/** Policy declarations: Retry, Timeout, RateLimit, CircuitBreaker. */
-export { CircuitBreaker, RateLimit, Retry, Timeout } from "./internal/policy/Policies.js"
-/** The persisted policy values. */
-export * from "./internal/policy/PolicyValues.js"
-/** Policy families and resolution. */
-export * as PolicyFamily from "./internal/policy/PolicyFamily.js"
-export * as PolicyResolution from "./internal/policy/PolicyResolution.js"
-export * as JobMetadata from "./internal/policy/JobMetadata.js"
-export * as GlobalPolicies from "./internal/policy/GlobalPolicies.js"
-export { InvalidPolicy } from "./internal/policy/InvalidPolicy.js"
-/** Core behaviors and the failure observer they share with addons. */
-export * as RetryBehavior from "./internal/policy/RetryBehavior.js"
-export * as TimeoutBehavior from "./internal/policy/TimeoutBehavior.js"
-export * as FailureObserver from "./internal/policy/FailureObserver.js"
-/** The rate-limit addon (RateLimitAddon.layer / layerMemory), its limiter and behavior. */
-export * as RateLimitAddon from "./internal/ratelimit/RateLimitAddon.js"
-export * as RateLimiter from "./internal/ratelimit/RateLimiter.js"
-export * as RateLimitBehavior from "./internal/ratelimit/RateLimitBehavior.js"
-/** The circuit-breaker addon (CircuitBreakerAddon.layer / layerMemory), its state and behavior. */
-export * as CircuitBreakerAddon from "./internal/circuitbreaker/CircuitBreakerAddon.js"
-export * as CircuitBreakerState from "./internal/circuitbreaker/CircuitBreakerState.js"
-export * as CircuitBreakerBehavior from "./internal/circuitbreaker/CircuitBreakerBehavior.js"
+// ---- defining and running jobs -------------------------------------------------------------------
+/**
+ * Job, message and request contracts.
+ *
+ * @since 0.1.0
+ * @category modules
+ */
+export * as Contract from "./Contract.js"
+/**
+ * Job, message, stream and request handlers.
+ *
+ * @since 0.1.0
+ * @category modules
+ */
+export * as Handler from "./Handler.js"
+/**
+ * Saga handlers (policy-exempt, serialized per correlation).
+ *
+ * @since 0.1.0
+ * @category modules
+ */
+export * as Saga from "./Saga.js"
+/**
+ * Recurring (cron) registrations.
+ *
+ * @since 0.1.0
+ * @category modules
+ */
+export * as Recurring from "./Recurring.js"
+/**
+ * The publisher service.
+ *
+ * @since 0.1.0
+ * @category modules
+ */
+export * as Publisher from "./Publisher.js"
+/**
+ * The registry of handlers.
+ *
+ * @since 0.1.0
+ * @category modules
+ */
+export * as Registry from "./Registry.js"
+/**
+ * The worker.
+ *
+ * @since 0.1.0
+ * @category modules
+ */
+export * as Worker from "./Worker.js"
+/**
+ * The recurring-job scheduler.
+ *
+ * @since 0.1.0
+ * @category modules
+ */
+export * as Scheduler from "./Scheduler.js"
+/**
+ * Pipeline behaviors and the shape of a worker addon.
+ *
+ * @since 0.1.0
+ * @category modules
+ */
+export * as Pipeline from "./Pipeline.js"
+export {
+  type Attempt,
+  CurrentAttempt,
+  InvalidPayload,
+  Job,
+  type JobDetail,
+  type JobLog,
+  JobParameters,
+  JobState,
+  type LogKind,
+  type MetadataAccessor,
+  type NewJob,
+  Outcome
+} from "./Job.js"
 
-/** Concurrency: Mutex, Semaphore and the typed metadata accessor. */
-export { ConcurrencyMetadata, type ConcurrencyOptions, Mutex, Semaphore } from "./internal/concurrency/Concurrency.js"
-/** The concurrency addon's registration. */
-export * as Concurrency from "./internal/concurrency/ConcurrencyAddon.js"
-/** The concurrency gate and behavior. */
-export * as ConcurrencyBehavior from "./internal/concurrency/ConcurrencyBehavior.js"
-/** Admin overrides. */
-export * as ConcurrencyLimitManager from "./internal/concurrency/ConcurrencyLimitManager.js"
-export * as ConcurrencyLimitResolver from "./internal/concurrency/ConcurrencyLimitResolver.js"
+// ---- policies ------------------------------------------------------------------------------------
+export {
+  CircuitBreaker,
+  CircuitBreakerPolicy,
+  type Declaration,
+  InvalidPolicy,
+  MAX_KEY_LENGTH,
+  RateLimit,
+  RateLimitPolicy,
+  Retry,
+  type RetryOptions,
+  RetryPolicy,
+  Timeout,
+  TimeoutPolicy,
+  TimeoutScope
+} from "./Policy.js"
+/**
+ * Global policy defaults (a `Context.Reference`).
+ *
+ * @since 0.1.0
+ * @category modules
+ */
+export * as GlobalPolicies from "./GlobalPolicies.js"
+/**
+ * A job's stamped metadata document.
+ *
+ * @since 0.1.0
+ * @category modules
+ */
+export * as JobMetadata from "./JobMetadata.js"
+/**
+ * The rate-limit addon and its Layers.
+ *
+ * @since 0.1.0
+ * @category modules
+ */
+export * as RateLimitAddon from "./RateLimitAddon.js"
+/**
+ * The circuit-breaker addon and its Layers.
+ *
+ * @since 0.1.0
+ * @category modules
+ */
+export * as CircuitBreakerAddon from "./CircuitBreakerAddon.js"
 
-/** The semaphore provider seam and its built-in Layers. */
-export * as SemaphoreProvider from "./internal/semaphore/SemaphoreProvider.js"
-export * as SemaphoreProviderMemory from "./internal/semaphore/SemaphoreProviderMemory.js"
-export * as SemaphoreProviderPg from "./internal/semaphore/SemaphoreProviderPg.js"
-// The Redis provider is at `warp-effect/redis` and the dashboard at `warp-effect/dashboard`, so their
-// optional peers load only for those who use them.
+// ---- concurrency ---------------------------------------------------------------------------------
+export {
+  type ConcurrencyDraft,
+  ConcurrencyMetadata,
+  ConcurrencyMode,
+  type ConcurrencyOptions,
+  ConcurrencyPolicy,
+  Mutex,
+  Semaphore
+} from "./Concurrency.js"
+/**
+ * The concurrency addon (`Concurrency.addon`) and its admin-limit Layers; also `Mutex`, `Semaphore`.
+ *
+ * @since 0.1.0
+ * @category modules
+ */
+export * as Concurrency from "./Concurrency.js"
+/**
+ * The concurrency gate as data.
+ *
+ * @since 0.1.0
+ * @category modules
+ */
+export * as ConcurrencyBehavior from "./ConcurrencyBehavior.js"
+/**
+ * Admin overrides of concurrency limits.
+ *
+ * @since 0.1.0
+ * @category modules
+ */
+export * as ConcurrencyLimitManager from "./ConcurrencyLimitManager.js"
+/**
+ * The semaphore provider seam.
+ *
+ * @since 0.1.0
+ * @category modules
+ */
+export * as SemaphoreProvider from "./SemaphoreProvider.js"
+/**
+ * The in-memory semaphore provider.
+ *
+ * @since 0.1.0
+ * @category modules
+ */
+export * as SemaphoreProviderMemory from "./SemaphoreProviderMemory.js"
+/**
+ * The PostgreSQL (advisory lock) semaphore provider.
+ *
+ * @since 0.1.0
+ * @category modules
+ */
+export * as SemaphoreProviderPg from "./SemaphoreProviderPg.js"
 
-/** Job stores. */
-export * as JobStore from "./internal/store/JobStore.js"
-export * as JobStorePg from "./internal/store/JobStorePg.js"
-export * as JobStoreMemory from "./internal/store/JobStoreMemory.js"
-export * as Migrations from "./internal/store/Migrations.js"
-export { StoreError } from "./internal/store/StoreError.js"
-/** The PostgreSQL connection Layer with a clear error when unreachable. */
-export * as Database from "./internal/store/Database.js"
+// ---- storage -------------------------------------------------------------------------------------
+/**
+ * The job store seam.
+ *
+ * @since 0.1.0
+ * @category modules
+ */
+export * as JobStore from "./JobStore.js"
+/**
+ * The PostgreSQL job store.
+ *
+ * @since 0.1.0
+ * @category modules
+ */
+export * as JobStorePg from "./JobStorePg.js"
+/**
+ * The in-memory job store.
+ *
+ * @since 0.1.0
+ * @category modules
+ */
+export * as JobStoreMemory from "./JobStoreMemory.js"
+/**
+ * The SQL migrations.
+ *
+ * @since 0.1.0
+ * @category modules
+ */
+export * as Migrations from "./Migrations.js"
+/**
+ * The PostgreSQL connection Layer.
+ *
+ * @since 0.1.0
+ * @category modules
+ */
+export * as Database from "./Database.js"
+export { StoreError } from "./JobStore.js"

@@ -3,12 +3,14 @@
  * `ioredis`; without it, `SemaphoreProviderRedis.layer` fails with `MissingPeerDependency`.
  *
  * @since 0.1.0
+ * @module warp-effect/redis
  */
 
 /**
  * The Redis semaphore provider.
  *
  * @since 0.1.0
- * @category providers
+ * @category modules
  */
-export * as SemaphoreProviderRedis from "./internal/semaphore/SemaphoreProviderRedis.js"
+export * as SemaphoreProviderRedis from "./redis/SemaphoreProviderRedis.js"
+export { MissingPeerDependency } from "./MissingPeerDependency.js"

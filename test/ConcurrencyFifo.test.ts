@@ -3,20 +3,22 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
 import * as TestClock from "effect/TestClock"
-import * as Concurrency from "../src/internal/concurrency/ConcurrencyAddon.js"
-import { Mutex } from "../src/internal/concurrency/Concurrency.js"
-import * as Contract from "../src/internal/job/Contract.js"
-import * as Handler from "../src/internal/job/Handler.js"
-import { JobParameters } from "../src/internal/job/JobParameters.js"
+import {
+  Concurrency,
+  Contract,
+  Handler,
+  JobParameters,
+  JobStoreMemory,
+  Mutex,
+  Registry,
+  Saga,
+  SemaphoreProviderMemory,
+  Worker
+} from "warp-effect"
 import * as Publisher from "../src/internal/job/Publisher.js"
 import * as Recurring from "../src/internal/job/Recurring.js"
-import * as Saga from "../src/internal/job/Saga.js"
-import * as Registry from "../src/internal/job/Registry.js"
 import * as Scheduler from "../src/internal/job/Scheduler.js"
-import * as SemaphoreProviderMemory from "../src/internal/semaphore/SemaphoreProviderMemory.js"
-import * as Worker from "../src/internal/job/Worker.js"
 import { JobStore } from "../src/internal/store/JobStore.js"
-import * as JobStoreMemory from "../src/internal/store/JobStoreMemory.js"
 import { HolderCounter } from "./support/holders.js"
 import { detail, drained } from "./support/runtime.js"
 import { pgWorkerEnv } from "./support/env.js"

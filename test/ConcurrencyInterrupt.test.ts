@@ -10,11 +10,8 @@ import * as Fiber from "effect/Fiber"
 import * as Option from "effect/Option"
 import * as ConcurrencyBehavior from "../src/internal/concurrency/ConcurrencyBehavior.js"
 import { LOCK_PREFIX } from "../src/internal/concurrency/ConcurrencyBehavior.js"
-import * as ConcurrencyLimitManager from "../src/internal/concurrency/ConcurrencyLimitManager.js"
-import type { Attempt } from "../src/internal/job/Attempt.js"
-import { Outcome } from "../src/internal/job/Outcome.js"
+import { type Attempt, ConcurrencyLimitManager, Outcome, SemaphoreProviderMemory } from "warp-effect"
 import { ConcurrencyPolicy } from "../src/internal/policy/PolicyValues.js"
-import * as SemaphoreProviderMemory from "../src/internal/semaphore/SemaphoreProviderMemory.js"
 
 const attemptOn = (key: string): Attempt =>
   ({ job: { id: `job-${key}`, scheduleTime: new Date() }, policies: { concurrency: new ConcurrencyPolicy({ key, limit: 1, mode: "Wait" }) } }) as unknown as Attempt

@@ -14,27 +14,31 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
-import * as Concurrency from "../src/internal/concurrency/ConcurrencyAddon.js"
-import { ConcurrencyMetadata, Semaphore } from "../src/internal/concurrency/Concurrency.js"
+import {
+  type Attempt,
+  Concurrency,
+  ConcurrencyMetadata,
+  Contract,
+  Handler,
+  JobMetadata,
+  JobParameters,
+  JobStoreMemory,
+  JobStorePg,
+  MAX_KEY_LENGTH,
+  Outcome,
+  Publisher,
+  Registry,
+  Semaphore,
+  SemaphoreProviderMemory,
+  SemaphoreProviderPg,
+  Worker
+} from "warp-effect"
 import * as ConcurrencyBehavior from "../src/internal/concurrency/ConcurrencyBehavior.js"
 import { requeuedText } from "../src/internal/concurrency/ConcurrencyBehavior.js"
 import * as ConcurrencyLimitManager from "../src/internal/concurrency/ConcurrencyLimitManager.js"
 import * as ConcurrencyLimitResolver from "../src/internal/concurrency/ConcurrencyLimitResolver.js"
-import type { Attempt } from "../src/internal/job/Attempt.js"
-import * as Contract from "../src/internal/job/Contract.js"
-import * as Handler from "../src/internal/job/Handler.js"
-import { JobParameters } from "../src/internal/job/JobParameters.js"
-import * as Publisher from "../src/internal/job/Publisher.js"
-import { Outcome } from "../src/internal/job/Outcome.js"
-import * as Registry from "../src/internal/job/Registry.js"
-import * as Worker from "../src/internal/job/Worker.js"
-import * as JobMetadata from "../src/internal/policy/JobMetadata.js"
-import { ConcurrencyPolicy, MAX_KEY_LENGTH } from "../src/internal/policy/PolicyValues.js"
-import * as SemaphoreProviderMemory from "../src/internal/semaphore/SemaphoreProviderMemory.js"
-import * as SemaphoreProviderPg from "../src/internal/semaphore/SemaphoreProviderPg.js"
+import { ConcurrencyPolicy } from "../src/internal/policy/PolicyValues.js"
 import { JobStore } from "../src/internal/store/JobStore.js"
-import * as JobStoreMemory from "../src/internal/store/JobStoreMemory.js"
-import * as JobStorePg from "../src/internal/store/JobStorePg.js"
 import { freshDatabaseUrl, freshPgLayer, pgLayer } from "./support/db.js"
 import { HolderCounter } from "./support/holders.js"
 import { detail, drained } from "./support/runtime.js"

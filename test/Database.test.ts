@@ -3,7 +3,7 @@ import * as SqlClient from "@effect/sql/SqlClient"
 import * as ConfigProvider from "effect/ConfigProvider"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import * as Database from "../src/internal/store/Database.js"
+import { Database } from "warp-effect"
 import { serverUrl } from "./support/db.js"
 
 describe("Database layer", () => {

@@ -9,7 +9,7 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { type BrowserContext, chromium, type Page } from "playwright-core"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import * as Dashboard from "../../src/internal/dashboard/Dashboard.js"
+import { Dashboard } from "warp-effect/dashboard"
 import * as F from "./fixture.js"
 
 const executablePath = "/usr/bin/chromium"

@@ -11,20 +11,23 @@ import * as Layer from "effect/Layer"
 import * as ManagedRuntime from "effect/ManagedRuntime"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
-import { Mutex, Semaphore } from "../../src/internal/concurrency/Concurrency.js"
+import {
+  Concurrency,
+  Contract,
+  Handler,
+  JobParameters,
+  JobStoreMemory,
+  Mutex,
+  Publisher,
+  Registry,
+  Semaphore,
+  SemaphoreProviderMemory,
+  Worker
+} from "warp-effect"
+import { Dashboard } from "warp-effect/dashboard"
 import { ConcurrencyLimitManager } from "../../src/internal/concurrency/ConcurrencyLimitManager.js"
-import * as Dashboard from "../../src/internal/dashboard/Dashboard.js"
-import * as Contract from "../../src/internal/job/Contract.js"
-import * as Handler from "../../src/internal/job/Handler.js"
-import { JobParameters } from "../../src/internal/job/JobParameters.js"
-import * as Publisher from "../../src/internal/job/Publisher.js"
-import * as Registry from "../../src/internal/job/Registry.js"
-import * as Concurrency from "../../src/internal/concurrency/ConcurrencyAddon.js"
-import * as Worker from "../../src/internal/job/Worker.js"
 import { SemaphoreProvider } from "../../src/internal/semaphore/SemaphoreProvider.js"
-import * as SemaphoreProviderMemory from "../../src/internal/semaphore/SemaphoreProviderMemory.js"
 import { JobStore } from "../../src/internal/store/JobStore.js"
-import * as JobStoreMemory from "../../src/internal/store/JobStoreMemory.js"
 import { drained } from "../support/runtime.js"
 import { pgWorkerEnv } from "../support/env.js"
 

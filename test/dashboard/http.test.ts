@@ -12,7 +12,7 @@ import * as ManagedRuntime from "effect/ManagedRuntime"
 import { createServer } from "node:http"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import * as Csrf from "../../src/internal/dashboard/Csrf.js"
-import { StoreError } from "../../src/internal/store/StoreError.js"
+import { StoreError } from "warp-effect"
 import * as F from "./fixture.js"
 import * as ReadmeExample from "../../examples/readme/dashboard.js"
 

@@ -6,18 +6,21 @@ import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
 import * as TestClock from "effect/TestClock"
-import * as CircuitBreakerAddon from "../../src/internal/circuitbreaker/CircuitBreakerAddon.js"
+import {
+  CircuitBreaker,
+  CircuitBreakerAddon,
+  CircuitBreakerPolicy,
+  Contract,
+  Handler,
+  JobStoreMemory,
+  JobStorePg,
+  Publisher,
+  Retry,
+  Worker
+} from "warp-effect"
 import { openText } from "../../src/internal/circuitbreaker/CircuitBreakerBehavior.js"
 import * as CircuitBreakerState from "../../src/internal/circuitbreaker/CircuitBreakerState.js"
-import * as Contract from "../../src/internal/job/Contract.js"
-import * as Handler from "../../src/internal/job/Handler.js"
-import * as Publisher from "../../src/internal/job/Publisher.js"
-import * as Worker from "../../src/internal/job/Worker.js"
-import { CircuitBreaker, Retry } from "../../src/internal/policy/Policies.js"
-import { CircuitBreakerPolicy } from "../../src/internal/policy/PolicyValues.js"
 import type { JobStore } from "../../src/internal/store/JobStore.js"
-import * as JobStoreMemory from "../../src/internal/store/JobStoreMemory.js"
-import * as JobStorePg from "../../src/internal/store/JobStorePg.js"
 import { freshPgLayer } from "../support/db.js"
 import { deploy, until } from "./env.js"
 

@@ -1,11 +1,7 @@
 import { describe, expect, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
-import { Mutex, Semaphore } from "../../src/internal/concurrency/Concurrency.js"
-import * as Contract from "../../src/internal/job/Contract.js"
-import * as Handler from "../../src/internal/job/Handler.js"
-import * as Publisher from "../../src/internal/job/Publisher.js"
-import { Retry } from "../../src/internal/policy/Policies.js"
+import { Contract, Handler, Mutex, Publisher, Retry, Semaphore } from "warp-effect"
 import { HolderCounter } from "../support/holders.js"
 import { backends, deploy, meeting, metadataOf, pair, until, withWorker } from "./env.js"
 

@@ -4,18 +4,20 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
 import * as TestClock from "effect/TestClock"
-import * as Contract from "../../src/internal/job/Contract.js"
-import * as Handler from "../../src/internal/job/Handler.js"
-import * as Publisher from "../../src/internal/job/Publisher.js"
-import * as Worker from "../../src/internal/job/Worker.js"
-import { RateLimit } from "../../src/internal/policy/Policies.js"
-import { RateLimitPolicy } from "../../src/internal/policy/PolicyValues.js"
-import * as RateLimitAddon from "../../src/internal/ratelimit/RateLimitAddon.js"
+import {
+  Contract,
+  Handler,
+  JobStoreMemory,
+  JobStorePg,
+  Publisher,
+  RateLimit,
+  RateLimitAddon,
+  RateLimitPolicy,
+  Worker
+} from "warp-effect"
 import { limitedText } from "../../src/internal/ratelimit/RateLimitBehavior.js"
 import * as RateLimiter from "../../src/internal/ratelimit/RateLimiter.js"
 import type { JobStore } from "../../src/internal/store/JobStore.js"
-import * as JobStoreMemory from "../../src/internal/store/JobStoreMemory.js"
-import * as JobStorePg from "../../src/internal/store/JobStorePg.js"
 import { freshPgLayer } from "../support/db.js"
 import { deploy, until, withWorker } from "./env.js"
 

@@ -1,14 +1,20 @@
 import { describe, expect, expectTypeOf, it } from "@effect/vitest"
 import * as Schema from "effect/Schema"
-import { Mutex, Semaphore } from "../../src/internal/concurrency/Concurrency.js"
-import * as Contract from "../../src/internal/job/Contract.js"
-import * as Handler from "../../src/internal/job/Handler.js"
-import { JobParameters } from "../../src/internal/job/JobParameters.js"
+import {
+  CircuitBreaker,
+  Contract,
+  GlobalPolicies,
+  Handler,
+  JobMetadata,
+  JobParameters,
+  Mutex,
+  RateLimit,
+  Retry,
+  Semaphore,
+  Timeout
+} from "warp-effect"
 import * as Publisher from "../../src/internal/job/Publisher.js"
 import type * as Declaration from "../../src/internal/policy/Declaration.js"
-import * as GlobalPolicies from "../../src/internal/policy/GlobalPolicies.js"
-import * as JobMetadata from "../../src/internal/policy/JobMetadata.js"
-import { CircuitBreaker, RateLimit, Retry, Timeout } from "../../src/internal/policy/Policies.js"
 import { families, type FamilyName, familyNames, type Policies, type Rung, rungOrder } from "../../src/internal/policy/PolicyFamily.js"
 import * as PolicyResolution from "../../src/internal/policy/PolicyResolution.js"
 

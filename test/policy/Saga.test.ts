@@ -1,11 +1,7 @@
 import { describe, expect, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
-import { Mutex } from "../../src/internal/concurrency/Concurrency.js"
-import * as Contract from "../../src/internal/job/Contract.js"
-import * as Publisher from "../../src/internal/job/Publisher.js"
-import * as Saga from "../../src/internal/job/Saga.js"
-import { CircuitBreaker, RateLimit, Retry, Timeout } from "../../src/internal/policy/Policies.js"
+import { CircuitBreaker, Contract, Mutex, Publisher, RateLimit, Retry, Saga, Timeout } from "warp-effect"
 import { HolderCounter } from "../support/holders.js"
 import { backends, deploy, pair, until, withWorker } from "./env.js"
 

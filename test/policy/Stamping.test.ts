@@ -3,13 +3,19 @@ import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
-import { Mutex, Semaphore } from "../../src/internal/concurrency/Concurrency.js"
+import {
+  CircuitBreaker,
+  Contract,
+  Handler,
+  JobParameters,
+  Mutex,
+  Publisher,
+  RateLimit,
+  Retry,
+  Semaphore,
+  Timeout
+} from "warp-effect"
 import { LOCK_PREFIX, requeuedText } from "../../src/internal/concurrency/ConcurrencyBehavior.js"
-import * as Contract from "../../src/internal/job/Contract.js"
-import * as Handler from "../../src/internal/job/Handler.js"
-import { JobParameters } from "../../src/internal/job/JobParameters.js"
-import * as Publisher from "../../src/internal/job/Publisher.js"
-import { CircuitBreaker, RateLimit, Retry, Timeout } from "../../src/internal/policy/Policies.js"
 import { SemaphoreProvider } from "../../src/internal/semaphore/SemaphoreProvider.js"
 import { JobStore } from "../../src/internal/store/JobStore.js"
 import { backends, deploy, metadataOf, until, withWorker } from "./env.js"

@@ -4,27 +4,29 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import type * as Scope from "effect/Scope"
-import * as CircuitBreakerAddon from "../../src/internal/circuitbreaker/CircuitBreakerAddon.js"
+import {
+  CircuitBreakerAddon,
+  Concurrency,
+  GlobalPolicies,
+  JobMetadata,
+  JobStoreMemory,
+  JobStorePg,
+  Publisher,
+  RateLimitAddon,
+  Registry,
+  SemaphoreProviderMemory,
+  SemaphoreProviderPg,
+  Worker
+} from "warp-effect"
 import type { CircuitBreakerState } from "../../src/internal/circuitbreaker/CircuitBreakerState.js"
-import * as Concurrency from "../../src/internal/concurrency/ConcurrencyAddon.js"
 import type { ConcurrencyLimitManager } from "../../src/internal/concurrency/ConcurrencyLimitManager.js"
 import type { AnyHandler } from "../../src/internal/job/Handler.js"
 import type { Addon, AddonServices } from "../../src/internal/job/Pipeline.js"
-import * as Publisher from "../../src/internal/job/Publisher.js"
 import type { Recurring } from "../../src/internal/job/Recurring.js"
-import * as Registry from "../../src/internal/job/Registry.js"
-import * as Worker from "../../src/internal/job/Worker.js"
 import type * as Declaration from "../../src/internal/policy/Declaration.js"
-import * as GlobalPolicies from "../../src/internal/policy/GlobalPolicies.js"
-import * as JobMetadata from "../../src/internal/policy/JobMetadata.js"
-import * as RateLimitAddon from "../../src/internal/ratelimit/RateLimitAddon.js"
 import type { RateLimiter } from "../../src/internal/ratelimit/RateLimiter.js"
 import type { SemaphoreProvider } from "../../src/internal/semaphore/SemaphoreProvider.js"
-import * as SemaphoreProviderMemory from "../../src/internal/semaphore/SemaphoreProviderMemory.js"
-import * as SemaphoreProviderPg from "../../src/internal/semaphore/SemaphoreProviderPg.js"
 import { JobStore } from "../../src/internal/store/JobStore.js"
-import * as JobStoreMemory from "../../src/internal/store/JobStoreMemory.js"
-import * as JobStorePg from "../../src/internal/store/JobStorePg.js"
 import { freshPgLayer } from "../support/db.js"
 
 /** What outlives a deploy: the store, the semaphore provider and every addon with its shared state. */

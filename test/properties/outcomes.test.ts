@@ -36,19 +36,21 @@ import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
 import * as TestClock from "effect/TestClock"
-import * as Concurrency from "../../src/internal/concurrency/ConcurrencyAddon.js"
+import {
+  Concurrency,
+  Contract,
+  Handler,
+  JobParameters,
+  type JobState,
+  JobStoreMemory,
+  Publisher,
+  Registry,
+  SemaphoreProviderMemory,
+  Worker
+} from "warp-effect"
 import { cancelledText, LOCK_PREFIX, requeuedText } from "../../src/internal/concurrency/ConcurrencyBehavior.js"
-import * as Contract from "../../src/internal/job/Contract.js"
-import * as Handler from "../../src/internal/job/Handler.js"
-import { JobParameters } from "../../src/internal/job/JobParameters.js"
-import type { JobState } from "../../src/internal/job/JobState.js"
-import * as Publisher from "../../src/internal/job/Publisher.js"
-import * as Registry from "../../src/internal/job/Registry.js"
-import * as Worker from "../../src/internal/job/Worker.js"
 import { SemaphoreProvider, type SemaphoreProviderService } from "../../src/internal/semaphore/SemaphoreProvider.js"
-import * as SemaphoreProviderMemory from "../../src/internal/semaphore/SemaphoreProviderMemory.js"
 import { JobStore } from "../../src/internal/store/JobStore.js"
-import * as JobStoreMemory from "../../src/internal/store/JobStoreMemory.js"
 import { HolderCounter } from "../support/holders.js"
 import { drained } from "../support/runtime.js"
 

@@ -19,22 +19,26 @@ import * as LogLevel from "effect/LogLevel"
 import * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
 import pg from "pg"
-import { ConcurrencyMetadata, Mutex, Semaphore } from "../../src/internal/concurrency/Concurrency.js"
-import * as Concurrency from "../../src/internal/concurrency/ConcurrencyAddon.js"
+import {
+  Concurrency,
+  ConcurrencyMetadata,
+  Contract,
+  Handler,
+  JobParameters,
+  JobStorePg,
+  Mutex,
+  Publisher,
+  Registry,
+  Semaphore,
+  SemaphoreProviderMemory,
+  SemaphoreProviderPg,
+  Worker
+} from "warp-effect"
 import { cancelledText } from "../../src/internal/concurrency/ConcurrencyBehavior.js"
 import { ConcurrencyLimitManager } from "../../src/internal/concurrency/ConcurrencyLimitManager.js"
-import * as Contract from "../../src/internal/job/Contract.js"
-import * as Handler from "../../src/internal/job/Handler.js"
-import { JobParameters } from "../../src/internal/job/JobParameters.js"
-import * as Publisher from "../../src/internal/job/Publisher.js"
-import * as Registry from "../../src/internal/job/Registry.js"
-import * as Worker from "../../src/internal/job/Worker.js"
 import { lockId } from "../../src/internal/semaphore/lockId.js"
 import { SemaphoreProvider, type SemaphoreProviderService, slotName } from "../../src/internal/semaphore/SemaphoreProvider.js"
-import * as SemaphoreProviderMemory from "../../src/internal/semaphore/SemaphoreProviderMemory.js"
-import * as SemaphoreProviderPg from "../../src/internal/semaphore/SemaphoreProviderPg.js"
 import { JobStore } from "../../src/internal/store/JobStore.js"
-import * as JobStorePg from "../../src/internal/store/JobStorePg.js"
 import { checkOverlaps, type Interval, type Termination } from "../soak/intervals.js"
 import { createDatabase, dropDatabase, freshDatabaseUrl, freshPgLayer, serverUrl } from "../support/db.js"
 import { HolderCounter } from "../support/holders.js"

@@ -1,4 +1,4 @@
-import * as SemaphoreProviderMemory from "../../src/internal/semaphore/SemaphoreProviderMemory.js"
-import * as ProviderContract from "../../src/internal/testing/ProviderContract.js"
+import { SemaphoreProviderMemory } from "warp-effect"
+import { ProviderContract } from "warp-effect/testing"
 
 ProviderContract.suite("memory", () => SemaphoreProviderMemory.layer)

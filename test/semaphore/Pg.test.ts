@@ -1,6 +1,6 @@
 import * as Layer from "effect/Layer"
-import * as SemaphoreProviderPg from "../../src/internal/semaphore/SemaphoreProviderPg.js"
-import * as ProviderContract from "../../src/internal/testing/ProviderContract.js"
+import { SemaphoreProviderPg } from "warp-effect"
+import { ProviderContract } from "warp-effect/testing"
 import { sharedDatabase } from "./pg.js"
 
 const db = sharedDatabase()

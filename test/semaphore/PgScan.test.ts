@@ -9,7 +9,7 @@ import * as Option from "effect/Option"
 import * as Scope from "effect/Scope"
 import { lockId } from "../../src/internal/semaphore/lockId.js"
 import { SemaphoreProvider, slotName } from "../../src/internal/semaphore/SemaphoreProvider.js"
-import * as SemaphoreProviderPg from "../../src/internal/semaphore/SemaphoreProviderPg.js"
+import { SemaphoreProviderPg } from "warp-effect"
 import { sharedDatabase } from "./pg.js"
 
 const db = sharedDatabase()

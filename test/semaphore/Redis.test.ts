@@ -8,8 +8,8 @@ import * as Option from "effect/Option"
 import * as Scope from "effect/Scope"
 import { Redis } from "ioredis"
 import { SemaphoreProvider } from "../../src/internal/semaphore/SemaphoreProvider.js"
-import * as SemaphoreProviderRedis from "../../src/internal/semaphore/SemaphoreProviderRedis.js"
-import * as ProviderContract from "../../src/internal/testing/ProviderContract.js"
+import { SemaphoreProviderRedis } from "warp-effect/redis"
+import { ProviderContract } from "warp-effect/testing"
 import { redisReachable, redisUrl, runPrefix } from "./redis.js"
 
 const reachable = await redisReachable()

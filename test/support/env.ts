@@ -1,10 +1,5 @@
 import * as Layer from "effect/Layer"
-import * as Concurrency from "../../src/internal/concurrency/ConcurrencyAddon.js"
-import type * as Handler from "../../src/internal/job/Handler.js"
-import * as Publisher from "../../src/internal/job/Publisher.js"
-import * as Registry from "../../src/internal/job/Registry.js"
-import * as SemaphoreProviderPg from "../../src/internal/semaphore/SemaphoreProviderPg.js"
-import * as JobStorePg from "../../src/internal/store/JobStorePg.js"
+import { Concurrency, type Handler, JobStorePg, Publisher, Registry, SemaphoreProviderPg } from "warp-effect"
 import { freshPgLayer } from "./db.js"
 
 /**

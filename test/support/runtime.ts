@@ -2,7 +2,7 @@ import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
-import type { JobState } from "../../src/internal/job/JobState.js"
+import { type JobState } from "warp-effect"
 import { JobStore } from "../../src/internal/store/JobStore.js"
 
 /** Waits (polling the store every `poll`, bounded) until no job is pending or processing. */

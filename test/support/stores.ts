@@ -1,7 +1,6 @@
 import * as Layer from "effect/Layer"
 import type { JobStore } from "../../src/internal/store/JobStore.js"
-import * as JobStoreMemory from "../../src/internal/store/JobStoreMemory.js"
-import * as JobStorePg from "../../src/internal/store/JobStorePg.js"
+import { JobStoreMemory, JobStorePg } from "warp-effect"
 import { freshPgLayer } from "./db.js"
 
 /** Both store implementations, each on fresh state per use. */

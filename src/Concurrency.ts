@@ -1,0 +1,114 @@
+/**
+ * Concurrency control: `Mutex` and `Semaphore` declarations, the typed enqueue-time accessor, and the
+ * worker addon that enforces them (`Worker.layer({ addons: [Concurrency.addon] })`) with its admin
+ * limit Layers.
+ *
+ * @since 0.1.0
+ */
+import * as addonInternal from "./internal/concurrency/ConcurrencyAddon.js"
+import * as internal from "./internal/concurrency/Concurrency.js"
+
+/**
+ * Options of {@link Mutex} and {@link Semaphore}: the `mode` when the key is full.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type ConcurrencyOptions = internal.ConcurrencyOptions
+
+/**
+ * At most one job of `key` processing at once, across every worker and process (mode: Skip unless given).
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const Mutex = internal.Mutex
+
+/**
+ * At most `limit` jobs of `key` processing at once, across every worker and process (mode: Wait unless given).
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const Semaphore = internal.Semaphore
+
+/**
+ * The draft edited by `JobParameters.configure(ConcurrencyMetadata, (m) => ...)`.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type ConcurrencyDraft = internal.ConcurrencyDraft
+
+/**
+ * Typed accessor for the `concurrency` metadata slot, for `JobParameters.configure`.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const ConcurrencyMetadata = internal.ConcurrencyMetadata
+
+/**
+ * What happens when a job is picked up while its key is full: `Skip`, `Wait` or `Fifo` (a schema).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const ConcurrencyMode = internal.ConcurrencyMode
+
+/**
+ * What happens when a job is picked up while its key is full.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type ConcurrencyMode = internal.ConcurrencyMode
+
+/**
+ * The `concurrency` metadata slot: at most `limit` jobs of `key` processing at once, in `mode`.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const ConcurrencyPolicy = internal.ConcurrencyPolicy
+
+/**
+ * The `concurrency` metadata slot.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type ConcurrencyPolicy = internal.ConcurrencyPolicy
+
+/**
+ * The concurrency addon: hand it to the worker (`addons: [Concurrency.addon]`); it needs a
+ * `SemaphoreProvider` and a `ConcurrencyLimitManager`.
+ *
+ * @since 0.2.0
+ * @category addons
+ */
+export const addon = addonInternal.addon
+
+/**
+ * The admin limits on PostgreSQL (runs the addon's migration, `warp_concurrency_limits`).
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layer = addonInternal.layer
+
+/**
+ * The admin limits on PostgreSQL without running the addon's migration (run `Migrations.concurrency` yourself).
+ *
+ * @since 0.2.0
+ * @category layers
+ */
+export const layerWithoutMigrations = addonInternal.layerWithoutMigrations
+
+/**
+ * Admin limits in memory (single process, tests).
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layerMemoryLimits = addonInternal.layerMemoryLimits

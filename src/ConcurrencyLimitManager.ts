@@ -1,0 +1,87 @@
+/**
+ * Admin overrides of concurrency limits: sticky rows (`warp_concurrency_limits`); precedence admin row
+ * > declared limit > 1.
+ *
+ * @since 0.1.0
+ */
+import * as internal from "./internal/concurrency/ConcurrencyLimitManager.js"
+
+/**
+ * One admin override.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const ConcurrencyLimit = internal.ConcurrencyLimit
+
+/**
+ * One admin override.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type ConcurrencyLimit = internal.ConcurrencyLimit
+
+/**
+ * The limit table could not be read or written.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export const LimitStoreError = internal.LimitStoreError
+
+/**
+ * The limit table could not be read or written.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export type LimitStoreError = internal.LimitStoreError
+
+/**
+ * The admin limit operations: set, clear, get, list.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type ConcurrencyLimitManagerService = internal.ConcurrencyLimitManagerService
+
+/**
+ * The admin limit service tag.
+ *
+ * @since 0.1.0
+ * @category services
+ */
+export const ConcurrencyLimitManager = internal.ConcurrencyLimitManager
+
+/**
+ * The admin limit service tag.
+ *
+ * @since 0.1.0
+ * @category services
+ */
+export type ConcurrencyLimitManager = internal.ConcurrencyLimitManager
+
+/**
+ * In-memory overrides.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layerMemory = internal.layerMemory
+
+/**
+ * PostgreSQL overrides; runs the concurrency addon's migration when built.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layerPg = internal.layerPg
+
+/**
+ * PostgreSQL overrides without running the migration (when the app migrates on its own).
+ *
+ * @since 0.2.0
+ * @category layers
+ */
+export const layerPgWithoutMigrations = internal.layerPgWithoutMigrations

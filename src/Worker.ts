@@ -1,0 +1,48 @@
+/**
+ * The worker: claims due jobs and runs their handlers through the pipeline (retry, timeout and the
+ * addons you hand it: `Worker.layer({ addons: [Concurrency.addon] })`).
+ *
+ * @since 0.1.0
+ */
+import type { Addon } from "./internal/job/Pipeline.js"
+import * as internal from "./internal/job/Worker.js"
+
+/**
+ * Worker options: fibers (`concurrency`), queues, poll interval, `addons` and more.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type WorkerOptions<A extends ReadonlyArray<Addon<any>> = ReadonlyArray<Addon<never>>> = internal.WorkerOptions<A>
+
+/**
+ * A handle on a running worker.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type WorkerHandle = internal.WorkerHandle
+
+/**
+ * Starts a worker in the current scope. Its requirements name the addons' services.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const make = internal.make
+
+/**
+ * A worker as a Layer: starts when the layer is built, shuts down gracefully when it is released.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layer = internal.layer
+
+/**
+ * Attempts by outcome, job type and key family, as an Effect metric (`warp_attempts_total`).
+ *
+ * @since 0.1.0
+ * @category metrics
+ */
+export const attemptsTotal = internal.attemptsTotal
