@@ -14,7 +14,7 @@ import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
 import { SemaphoreProvider } from "../../src/internal/semaphore/SemaphoreProvider.js"
-import * as SemaphoreProviderPg from "../../src/internal/semaphore/SemaphoreProviderPg.js"
+import { SemaphoreProviderPg } from "warp-effect"
 import { sharedDatabase } from "./pg.js"
 
 const db = sharedDatabase()

@@ -17,7 +17,7 @@ import * as Option from "effect/Option"
 import * as Scope from "effect/Scope"
 import { Redis } from "ioredis"
 import { SemaphoreProvider } from "../../src/internal/semaphore/SemaphoreProvider.js"
-import * as SemaphoreProviderRedis from "../../src/internal/semaphore/SemaphoreProviderRedis.js"
+import { SemaphoreProviderRedis } from "warp-effect/redis"
 
 const freePort = () =>
   new Promise<number>((resolve, reject) => {
