@@ -55,6 +55,7 @@ const alternate = async <V extends string, R>(variants: ReadonlyArray<V>, run: (
 }
 
 interface Row {
+  readonly server?: string
   readonly scenario: string
   readonly system: string
   readonly metric: string
@@ -83,23 +84,18 @@ const contendedSystems = {
 type ContendedName = keyof typeof contendedSystems
 const peers = ["graphile-worker", "pg-boss"] as const
 
-const main = async () => {
-  const server = await startServer()
+/** The servers of one run: fast (fsync and synchronous_commit off) and durable (both on), by default both. */
+const SERVERS = (process.env.BENCH_SERVERS ?? "fast,durable").split(",").map((s) => s.trim()) as ReadonlyArray<"fast" | "durable">
+
+const runOn = async (kind: "fast" | "durable") => {
+  const server = await startServer(kind)
   const pgVersion = await serverVersion(server.url)
-  log(`PostgreSQL ${pgVersion} (${server.embedded ? "embedded" : "DATABASE_URL"}), scale ${SCALE}, rounds ${ROUNDS}`)
-  const peerVersion = (name: string) => JSON.parse(readFileSync(here(`node_modules/${name}/package.json`), "utf8")).version as string
-  const meta = {
-    date: new Date().toISOString(),
-    cpus: cpus().length,
-    cpuModel: cpus()[0]?.model ?? "unknown",
-    node: process.version,
-    postgres: pgVersion,
-    server: server.embedded ? "embedded (fsync=off, synchronous_commit=off)" : "DATABASE_URL",
-    scale: SCALE,
-    rounds: ROUNDS,
-    peers: { "graphile-worker": peerVersion("graphile-worker"), "pg-boss": peerVersion("pg-boss") },
-    wallSeconds: 0
-  }
+  log(`${kind}: PostgreSQL ${pgVersion} (${server.description}), scale ${SCALE}, rounds ${ROUNDS}`)
+  const firstRow = rows.length
+  const firstPanel = panels.length
+  const firstGoal = goals.length
+  const rawBefore = { ...raw }
+  for (const k of Object.keys(raw)) delete raw[k]
   try {
     // 1. keyless overhead
     if (enabled("1")) {
@@ -368,14 +364,40 @@ const main = async () => {
   } finally {
     await server.stop()
   }
-  meta.wallSeconds = Math.round((performance.now() - started) / 1000)
+  // this pass's rows, panels, goals and raw figures carry the server they ran on
+  for (let i = firstRow; i < rows.length; i++) rows[i] = { ...rows[i]!, server: kind }
+  for (let i = firstPanel; i < panels.length; i++) panels[i] = { ...panels[i]!, title: `[${kind}] ${panels[i]!.title}` }
+  for (let i = firstGoal; i < goals.length; i++) goals[i] = { ...goals[i]!, goal: `[${kind}] ${goals[i]!.goal}` }
+  const pass = { ...raw }
+  for (const k of Object.keys(raw)) delete raw[k]
+  Object.assign(raw, rawBefore, { [kind]: pass })
+  return { kind, postgres: pgVersion, server: server.description }
+}
+
+const main = async () => {
+  const peerVersion = (name: string) => JSON.parse(readFileSync(here(`node_modules/${name}/package.json`), "utf8")).version as string
+  const servers: Array<{ kind: string; postgres: string; server: string }> = []
+  for (const kind of SERVERS) servers.push(await runOn(kind))
+  const meta = {
+    date: new Date().toISOString(),
+    cpus: cpus().length,
+    cpuModel: cpus()[0]?.model ?? "unknown",
+    node: process.version,
+    postgres: [...new Set(servers.map((x) => x.postgres))].join(", "),
+    server: servers.map((x) => `${x.kind}: ${x.server}`).join("; "),
+    servers,
+    scale: SCALE,
+    rounds: ROUNDS,
+    peers: { "graphile-worker": peerVersion("graphile-worker"), "pg-boss": peerVersion("pg-boss") },
+    wallSeconds: Math.round((performance.now() - started) / 1000)
+  }
 
   // the table
-  const header = ["scenario", "system", "metric", "median", "ratio", "goal", "met"]
+  const header = ["server", "scenario", "system", "metric", "median", "ratio", "goal", "met"]
   const table = [
     `| ${header.join(" | ")} |`,
     `|${header.map(() => "---").join("|")}|`,
-    ...rows.map((r) => `| ${[r.scenario, r.system, r.metric, r.value, r.ratio ?? "", r.goal ?? "", r.met === undefined ? "" : r.met ? "yes" : "no"].join(" | ")} |`)
+    ...rows.map((r) => `| ${[r.server ?? "", r.scenario, r.system, r.metric, r.value, r.ratio ?? "", r.goal ?? "", r.met === undefined ? "" : r.met ? "yes" : "no"].join(" | ")} |`)
   ].join("\n")
   const summary = `${meta.date.slice(0, 10)}, ${meta.cpus} CPUs (${meta.cpuModel}), Node ${meta.node}, PostgreSQL ${meta.postgres} ${meta.server}, graphile-worker ${meta.peers["graphile-worker"]}, pg-boss ${meta.peers["pg-boss"]}, scale ${SCALE}, ${ROUNDS} rounds, wall ${meta.wallSeconds} s`
   console.log(`\n${summary}\n\n${table}\n`)

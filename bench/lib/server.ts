@@ -5,19 +5,27 @@
 import pg from "pg"
 import * as EmbeddedPostgres from "../../src/internal/testing/EmbeddedPostgres.js"
 
-/** A server for the whole run. */
+/** A server for one pass of the run. */
 export interface Server {
   readonly url: string
-  readonly embedded: boolean
+  readonly description: string
   readonly stop: () => Promise<void>
 }
 
-/** DATABASE_URL when set, else an embedded server with room for 1,000+ connections. */
-export const startServer = async (): Promise<Server> => {
+/**
+ * `fast`: an embedded server with fsync and synchronous_commit off. `durable`: DATABASE_URL when set,
+ * else an embedded server with both on (PostgreSQL's defaults: every commit waits for its WAL flush).
+ * Both with room for 1,000+ connections.
+ */
+export const startServer = async (kind: "fast" | "durable"): Promise<Server> => {
   const given = process.env.DATABASE_URL
-  if (given !== undefined && given !== "") return { url: given, embedded: false, stop: async () => {} }
-  const server = await EmbeddedPostgres.start({ maxConnections: 1200 })
-  return { url: server.url, embedded: true, stop: server.stop }
+  if (kind === "durable" && given !== undefined && given !== "") return { url: given, description: "DATABASE_URL", stop: async () => {} }
+  const server = await EmbeddedPostgres.start({ maxConnections: 1200, durable: kind === "durable" })
+  return {
+    url: server.url,
+    description: kind === "durable" ? "embedded (fsync=on, synchronous_commit=on)" : "embedded (fsync=off, synchronous_commit=off)",
+    stop: server.stop
+  }
 }
 
 const withDatabase = (url: string, database: string): string => {

