@@ -110,7 +110,11 @@ if (!reachable && process.env.CI) {
         expect(ttl).toBeGreaterThan(0)
         expect(ttl).toBeLessThanOrEqual(2_000)
         yield* held.close
-        expect(yield* Effect.promise(() => redis.hlen(`${prefix}k`))).toBe(0)
+        // no slot field is left; the name's last fencing token stays until the hash expires
+        expect(yield* Effect.promise(() => redis.hkeys(`${prefix}k`))).toEqual(["fence"])
+        const left = yield* Effect.promise(() => redis.pttl(`${prefix}k`))
+        expect(left).toBeGreaterThan(0)
+        expect(left).toBeLessThanOrEqual(2_000)
       }).pipe(Effect.scoped))
   })
 }

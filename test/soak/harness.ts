@@ -164,14 +164,15 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
 /** The limit of key `i`: a third Mutex, the rest Semaphore(2, 3 or 5). */
 export const limitOfKey = (i: number): number => (i % 3 === 0 ? 1 : [2, 3, 5][i % 3 === 1 ? (i >> 1) % 3 : (i >> 2) % 3]!)
 
-/** Unexpired slot leases in the hashes under `prefix` (a field's value is `token|expiryMs`). */
+/** Unexpired slot leases in the hashes under `prefix` (a slot field's value is `token|expiryMs`). */
 const redisSlotsHeld = async (redis: Redis, prefix: string): Promise<number> => {
   const [seconds, micros] = await redis.time()
   const now = Number(seconds) * 1000 + Math.floor(Number(micros) / 1000)
   let held = 0
   for (const key of await redis.keys(`${prefix}*`)) {
-    for (const value of Object.values(await redis.hgetall(key))) {
-      if (Number(value.slice(value.lastIndexOf("|") + 1)) > now) held++
+    for (const [field, value] of Object.entries(await redis.hgetall(key))) {
+      // slot fields are the indices; `fence` holds the name's last fencing token
+      if (/^\d+$/.test(field) && Number(value.slice(value.lastIndexOf("|") + 1)) > now) held++
     }
   }
   return held

@@ -15,6 +15,7 @@ import * as Fiber from "effect/Fiber"
 import * as Metric from "effect/Metric"
 import * as Option from "effect/Option"
 import type * as Scope from "effect/Scope"
+import { CurrentSlot } from "../job/Attempt.js"
 import type { Job } from "../job/Job.js"
 import { Outcome } from "../job/Outcome.js"
 import * as Telemetry from "../observability/Telemetry.js"
@@ -92,7 +93,8 @@ const admission = <E, R>(job: Job, policy: ConcurrencyPolicy, limit: number, sel
         yield* Effect.annotateCurrentSpan({
           [Telemetry.attributes.admission]: result._tag,
           [Telemetry.attributes.waitMs]: waitMs,
-          ...(result._tag === "Acquired" ? { [Telemetry.attributes.slot]: result.slot.index } : {})
+          ...(result._tag === "Acquired" ? { [Telemetry.attributes.slot]: result.slot.index } : {}),
+          ...(result._tag === "Acquired" && result.slot.fence !== undefined ? { [Telemetry.attributes.fence]: result.slot.fence.toString() } : {})
         })
         if (result._tag === "Acquired") {
           yield* Metric.update(Metric.tagged(Telemetry.slotWait, "key_family", keyFamily(policy.key)), waitMs / 1000)
@@ -119,7 +121,7 @@ export const make = (provider: SemaphoreProviderService, manager: ConcurrencyLim
           Skipped: ({ key, limit }) => Effect.succeed(Outcome.Deleted({ reason: cancelledText(key, limit) })),
           Requeued: ({ key, limit }) => Effect.succeed(Outcome.Requeued({ reason: requeuedText(key, limit) })),
           Acquired: ({ key, slot }) =>
-            untilLost(next, slot.lost, () =>
+            untilLost(Effect.provideService(next, CurrentSlot, { key, index: slot.index, fence: slot.fence }), slot.lost, () =>
               Outcome.Requeued({ reason: `Slot of '${key}' lost while running (connection to the semaphore provider died); requeued` })
             )
         })

@@ -19,3 +19,15 @@ export interface Attempt {
 
 /** The current attempt, provided to behaviors and handlers. */
 export class CurrentAttempt extends Context.Tag("warp/CurrentAttempt")<CurrentAttempt, Attempt>() {}
+
+/** The concurrency slot an attempt holds: its key, its index and the provider's fencing token. */
+export interface SlotInfo {
+  readonly key: string
+  readonly index: number
+  readonly fence?: bigint | undefined
+}
+
+/** The slot the running attempt holds (set by the concurrency gate around what it admits); none by default. */
+export class CurrentSlot extends Context.Reference<CurrentSlot>()("warp/CurrentSlot", {
+  defaultValue: (): SlotInfo | undefined => undefined
+}) {}

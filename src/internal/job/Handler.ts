@@ -12,6 +12,7 @@ import * as Either from "effect/Either"
 import type * as Stream from "effect/Stream"
 import * as Declaration from "../policy/Declaration.js"
 import type { Policies } from "../policy/PolicyFamily.js"
+import type { SlotInfo } from "./Attempt.js"
 import type { JobContract, MessageContract, RequestContract } from "./Contract.js"
 
 /** What a handler learns about the attempt running it. */
@@ -19,6 +20,11 @@ export interface AttemptInfo {
   readonly jobId: string
   readonly type: string
   readonly attempt: number
+  /**
+   * The concurrency slot this attempt holds, for a keyed job: key, slot index and the fencing token
+   * (`fence`) to hand to resources that must refuse a stale holder.
+   */
+  readonly slot?: SlotInfo | undefined
 }
 
 /** Options of job and message handlers. `Total` timeouts are not accepted here. */

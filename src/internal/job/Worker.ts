@@ -32,7 +32,8 @@ import * as PolicyResolution from "../policy/PolicyResolution.js"
 import * as RetryBehavior from "../policy/RetryBehavior.js"
 import * as TimeoutBehavior from "../policy/TimeoutBehavior.js"
 import { type FetchHint, JobStore } from "../store/JobStore.js"
-import { type Attempt, CurrentAttempt } from "./Attempt.js"
+import { type Attempt, CurrentAttempt, CurrentSlot, type SlotInfo } from "./Attempt.js"
+import type { AttemptInfo } from "./Handler.js"
 import type { Job } from "./Job.js"
 import { Outcome } from "./Outcome.js"
 import { type Addon, type AddonServices, type Behavior, compose } from "./Pipeline.js"
@@ -236,9 +237,11 @@ export const make = <const A extends ReadonlyArray<Addon<any>> = []>(
         return handlerOutcome(attempt)
       })
 
-    const handlerOutcome = (attempt: Attempt): Effect.Effect<Outcome> => {
+    const handlerOutcome = (attempt: Attempt): Effect.Effect<Outcome> => Effect.flatMap(CurrentSlot, (slot) => handlerOutcomeIn(attempt, slot))
+
+    const handlerOutcomeIn = (attempt: Attempt, slot: SlotInfo | undefined): Effect.Effect<Outcome> => {
       const h = attempt.registered.handler
-      const info = { jobId: attempt.job.id, type: attempt.job.type, attempt: attempt.job.attempt }
+      const info: AttemptInfo = { jobId: attempt.job.id, type: attempt.job.type, attempt: attempt.job.attempt, ...(slot === undefined ? {} : { slot }) }
       const body: Effect.Effect<unknown, unknown, never> =
         h._tag === "StreamHandler"
           ? Stream.runDrain(h.run(attempt.payload, info) as Stream.Stream<unknown, unknown, never>)

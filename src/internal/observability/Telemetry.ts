@@ -28,6 +28,7 @@ export const attributes = {
   key: "warp.concurrency.key",
   limit: "warp.concurrency.limit",
   slot: "warp.concurrency.slot",
+  fence: "warp.concurrency.fence",
   admission: "warp.concurrency.admission",
   outcome: "warp.outcome",
   waitMs: "warp.wait_ms",

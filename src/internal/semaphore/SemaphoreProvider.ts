@@ -30,6 +30,13 @@ export interface Slot {
    * return `Effect.never`.
    */
   readonly lost: Effect.Effect<void>
+  /**
+   * The fencing token of this acquisition: a number that only grows per slot name, across provider
+   * restarts too, when the provider offers one (the built-in providers do). A resource that remembers
+   * the highest token it has seen can refuse a write from a holder whose slot was since granted again
+   * (a process paused longer than any lease): `UPDATE … SET …, fence = $token WHERE … AND fence < $token`.
+   */
+  readonly fence?: bigint | undefined
 }
 
 /** The provider could not be asked (connection lost, bad arguments). */

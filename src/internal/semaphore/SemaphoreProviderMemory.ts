@@ -22,6 +22,8 @@ import {
 /** Builds an in-memory provider (a waiting `tryAcquire` retries every 5 ms). */
 export const make: Effect.Effect<SemaphoreProviderService> = Effect.sync(() => {
   const held = new Set<string>()
+  /** Per name, the last fencing token handed out. */
+  const fences = new Map<string, bigint>()
 
   const tryOnce = (name: string, limit: number): Option.Option<Held> => {
     const start = randomOffset(limit)
@@ -30,7 +32,9 @@ export const make: Effect.Effect<SemaphoreProviderService> = Effect.sync(() => {
       const slot = slotName(name, index)
       if (!held.has(slot)) {
         held.add(slot)
-        return Option.some({ slot: { name, index, lost: Effect.never }, release: Effect.sync(() => held.delete(slot)) })
+        const fence = (fences.get(name) ?? 0n) + 1n
+        fences.set(name, fence)
+        return Option.some({ slot: { name, index, lost: Effect.never, fence }, release: Effect.sync(() => held.delete(slot)) })
       }
     }
     return Option.none()

@@ -81,8 +81,8 @@ export interface PgProviderOptions {
 
 /**
  * `$1` candidate lock ids, `$2` start offset, `$3` candidate count, `$4`/`$5` the guard key, `$6` the
- * session's `idle_session_timeout` (ms) once it holds a slot (NULL: left as it is).
- * Returns the position (in `$1`) of the lock taken, or no row.
+ * session's `idle_session_timeout` (ms) once it holds a slot (NULL: left as it is), `$7` whether to
+ * draw a fencing token. Returns the position (in `$1`) of the lock taken and its token, or no row.
  */
 const SCAN = `
 WITH RECURSIVE scan(i, got) AS (
@@ -92,7 +92,8 @@ WITH RECURSIVE scan(i, got) AS (
   FROM scan WHERE NOT got AND i + 1 < $3::int
 )
 SELECT ($2::int + i) % $3::int AS position,
-       CASE WHEN $6::text IS NULL THEN NULL ELSE set_config('idle_session_timeout', $6::text, false) END AS deadline
+       CASE WHEN $6::text IS NULL THEN NULL ELSE set_config('idle_session_timeout', $6::text, false) END AS deadline,
+       CASE WHEN $7::boolean THEN nextval('warp_semaphore_fence')::text END AS fence
 FROM scan WHERE got`
 
 /**
@@ -183,6 +184,17 @@ export const make = (options: PgProviderOptions = {}): Effect.Effect<SemaphorePr
       Effect.orElseSucceed(() => 0)
     )
     const sessionDeadline = version >= 140000 ? String(Math.max(1, Math.round(deadlineMs))) : null
+    // fencing tokens: one sequence for every slot name (a number that grows for all names grows for
+    // each), kept by the database across provider restarts; none where it cannot be created
+    const fencing = yield* sql`CREATE SEQUENCE IF NOT EXISTS warp_semaphore_fence`.pipe(
+      Effect.as(true),
+      Effect.catchAll(() =>
+        sql`SELECT 1 FROM pg_class WHERE relname = 'warp_semaphore_fence' AND relkind = 'S' AND pg_table_is_visible(oid)`.pipe(
+          Effect.map((rows) => rows.length > 0),
+          Effect.orElseSucceed(() => false)
+        )
+      )
+    )
     const every = options.retryInterval ?? "10 millis"
     const connections = options.multiplex?.connections
     if (connections !== undefined && (!Number.isInteger(connections) || connections < 1)) {
@@ -271,22 +283,27 @@ export const make = (options: PgProviderOptions = {}): Effect.Effect<SemaphorePr
       )
     }
 
-    /** Runs the guarded scan over the lane's candidate slots; returns the slot index taken. */
-    const scanLane = (lane: Lane, name: string, ids: ReadonlyArray<string>): Effect.Effect<Option.Option<number>, SemaphoreError> => {
+    /** Runs the guarded scan over the lane's candidate slots; returns the slot index taken and its fencing token. */
+    const scanLane = (
+      lane: Lane,
+      name: string,
+      ids: ReadonlyArray<string>
+    ): Effect.Effect<Option.Option<{ readonly index: number; readonly fence: bigint | undefined }>, SemaphoreError> => {
       const free: Array<number> = []
       for (let i = 0; i < ids.length; i++) if (!lane.held.has(ids[i]!)) free.push(i)
       if (free.length === 0) return Effect.succeed(Option.none())
       const [g1, g2] = guardOf(name)
       const candidates =
         free.length === ids.length && idCache.get(name) === ids ? arrayLiteral(name, ids) : `{${free.map((i) => ids[i]).join(",")}}`
-      return query(lane, SCAN, [candidates, randomOffset(free.length), free.length, g1, g2, sessionDeadline]).pipe(
+      return query(lane, SCAN, [candidates, randomOffset(free.length), free.length, g1, g2, sessionDeadline, fencing]).pipe(
         Effect.tapError(() => kill(lane)),
         Effect.mapError(fail(name, "advisory lock scan failed")),
         Effect.map((rows) => {
           if (rows.length === 0) return Option.none()
-          const index = free[Number((rows[0] as { position: number }).position)]!
+          const row = rows[0] as { position: number; fence: string | null }
+          const index = free[Number(row.position)]!
           lane.held.add(ids[index]!)
-          return Option.some(index)
+          return Option.some({ index, fence: row.fence === null ? undefined : BigInt(row.fence) })
         })
       )
     }
@@ -313,7 +330,7 @@ export const make = (options: PgProviderOptions = {}): Effect.Effect<SemaphorePr
           yield* Scope.close(lane.scope, Exit.void)
           return Option.none()
         }
-        const index = taken.value
+        const { fence, index } = taken.value
         yield* watch(lane)
         const release = Effect.gen(function* () {
           if (lane.watchdog !== undefined) yield* Fiber.interrupt(lane.watchdog)
@@ -322,7 +339,7 @@ export const make = (options: PgProviderOptions = {}): Effect.Effect<SemaphorePr
           yield* unlock(lane, name, ids[index]!, true)
           if (!lane.dead) yield* Scope.close(lane.scope, Exit.void)
         })
-        return Option.some({ slot: { name, index, lost: Deferred.await(lane.lost) }, release })
+        return Option.some({ slot: { name, index, lost: Deferred.await(lane.lost), fence }, release })
       })
 
     /** Multiplexed: K long-lived connections, each with its own mutex (the in-process gate). */
@@ -344,8 +361,8 @@ export const make = (options: PgProviderOptions = {}): Effect.Effect<SemaphorePr
           const taken = yield* scanLane(current, name, ids)
           return Option.map(
             taken,
-            (index): Held => ({
-              slot: { name, index, lost: Deferred.await(current.lost) },
+            ({ fence, index }): Held => ({
+              slot: { name, index, lost: Deferred.await(current.lost), fence },
               release: entry.mutex(unlock(current, name, ids[index]!, false))
             })
           )

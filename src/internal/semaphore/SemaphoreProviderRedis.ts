@@ -105,8 +105,11 @@ const keepAlive = `local ttl = redis.call('PTTL', KEYS[1])
 if ttl < lease then redis.call('PEXPIRE', KEYS[1], lease) end`
 
 /**
- * KEYS[1] hash; ARGV limit, offset, token, lease ms. Returns the slot taken, -1 (full), or -2 minus the
- * server's uptime in seconds while it is below one lease (it restarted and forgot the leases).
+ * KEYS[1] hash; ARGV limit, offset, token, lease ms. Returns the slot taken and its fencing token, -1
+ * (full), or -2 minus the server's uptime in seconds while it is below one lease (it restarted and
+ * forgot the leases). The token is the server's clock in microseconds, raised past the last token of
+ * the name (its `fence` field): it grows per name, and across a restart that forgot the field too, as
+ * long as the server's clock does not go back.
  */
 const ACQUIRE = `${now}
 ${expiry}
@@ -123,8 +126,12 @@ for i = 0, limit - 1 do
   local v = held[tostring(slot)]
   if not v or expiry(v) <= now then
     redis.call('HSET', KEYS[1], slot, ARGV[3] .. '|' .. string.format('%d', now + lease))
+    local fence = tonumber(t[1]) * 1000000 + tonumber(t[2])
+    local last = tonumber(redis.call('HGET', KEYS[1], 'fence') or '0')
+    if fence <= last then fence = last + 1 end
+    redis.call('HSET', KEYS[1], 'fence', string.format('%d', fence))
     ${keepAlive}
-    return slot
+    return {slot, string.format('%d', fence)}
   end
 end
 return -1`
@@ -150,7 +157,7 @@ end
 return 0`
 
 interface Scripts {
-  warpSemaphoreAcquire(key: string, limit: number, offset: number, token: string, leaseMs: number): Promise<number>
+  warpSemaphoreAcquire(key: string, limit: number, offset: number, token: string, leaseMs: number): Promise<number | [number, string]>
   warpSemaphoreRelease(key: string, slot: number, token: string): Promise<number>
   warpSemaphoreRenew(key: string, slot: number, token: string, leaseMs: number): Promise<number>
 }
@@ -208,16 +215,18 @@ export const make = (client: RedisClient, options: RedisProviderOptions = {}): E
         const key = prefix + name
         const token = randomUUID()
         const sentAt = yield* Clock.currentTimeMillis
-        const slot = yield* call(name, "acquire script failed", () => scripts.warpSemaphoreAcquire(key, limit, randomOffset(limit), token, leaseMs))
-        restarted.uptime = slot <= -2 ? -2 - slot : undefined
-        if (slot < 0) return Option.none()
+        const answer = yield* call(name, "acquire script failed", () => scripts.warpSemaphoreAcquire(key, limit, randomOffset(limit), token, leaseMs))
+        restarted.uptime = typeof answer === "number" && answer <= -2 ? -2 - answer : undefined
+        if (typeof answer === "number") return Option.none()
+        const slot = Number(answer[0])
+        const fence = BigInt(answer[1])
         const lost = yield* Deferred.make<void>()
         const fiber = yield* keepLease(key, name, slot, token, lost, sentAt)
         const release = Fiber.interrupt(fiber).pipe(
           Effect.zipRight(call(name, "release script failed", () => scripts.warpSemaphoreRelease(key, slot, token))),
           Effect.ignore
         )
-        return Option.some({ slot: { name, index: slot, lost: Deferred.await(lost) }, release })
+        return Option.some({ slot: { name, index: slot, lost: Deferred.await(lost), fence }, release })
       })
 
     const service: SemaphoreProviderService = {
