@@ -37,6 +37,20 @@ export { Job, type JobDetail, type JobLog, type NewJob } from "./internal/job/Jo
 export { JobState } from "./internal/job/JobState.js"
 /** Publishing errors. */
 export { InvalidPayload } from "./internal/job/errors.js"
+/**
+ * A refused argument of a public call (a contract name that cannot be stored, an invalid schedule date).
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export { InvalidArgument } from "./internal/error/InvalidArgument.js"
+/**
+ * The payload's round trip through the job row: encode, check it survives JSON, decode back.
+ *
+ * @since 0.1.0
+ * @category encoding
+ */
+export * as PayloadCodec from "./internal/job/PayloadCodec.js"
 
 /** Policy declarations: Retry, Timeout, RateLimit, CircuitBreaker. */
 export { CircuitBreaker, RateLimit, Retry, Timeout } from "./internal/policy/Policies.js"

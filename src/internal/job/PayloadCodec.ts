@@ -89,6 +89,27 @@ export const firstUnstorable = (value: unknown): Problem | undefined => {
   return go(value, [], false)
 }
 
+const isPlain = (u: unknown): u is Record<string, unknown> =>
+  typeof u === "object" && u !== null && !Array.isArray(u) && [Object.prototype, null].includes(Object.getPrototypeOf(u))
+
+/** Where `sent` and `back` first differ (plain objects and arrays are walked; anything else is a leaf). */
+const firstDifference = (sent: unknown, back: unknown, path: ReadonlyArray<PropertyKey> = []): Problem => {
+  if (Array.isArray(sent) && Array.isArray(back) && sent.length === back.length) {
+    for (let i = 0; i < sent.length; i++) if (!Equal.equals(sent[i], back[i])) return firstDifference(sent[i], back[i], [...path, i])
+  }
+  if (isPlain(sent) && isPlain(back)) {
+    for (const k of Object.keys(sent)) {
+      if (!(k in back)) {
+        return sent[k] === undefined
+          ? { path: [...path, k], value: undefined, rule: "is undefined: JSON drops the field, and the schema tells a missing field from an undefined one (omit the field instead)" }
+          : { path: [...path, k], value: sent[k], rule: "does not come back from JSON (the field is lost)" }
+      }
+      if (!Equal.equals(sent[k], back[k])) return firstDifference(sent[k], back[k], [...path, k])
+    }
+  }
+  return { path, value: sent, rule: `does not come back from JSON unchanged (a worker would receive ${Describe.show(back)})` }
+}
+
 const equivalences = new WeakMap<object, Equivalence.Equivalence<any>>()
 const equivalenceOf = (schema: Schema.Schema<any, any>): Equivalence.Equivalence<any> => {
   let eq = equivalences.get(schema)
@@ -157,10 +178,6 @@ export const encode = <A, I>(
   } catch {
     same = false
   }
-  if (!same) {
-    return Either.left(
-      fail(entry, type, { path: [], value: payload, rule: `does not come back from JSON unchanged (a worker would receive ${Describe.show(decoded.right)})` })
-    )
-  }
+  if (!same) return Either.left(fail(entry, type, firstDifference(payload, decoded.right)))
   return Either.right(json)
 }
