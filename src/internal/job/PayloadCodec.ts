@@ -93,9 +93,13 @@ const isPlain = (u: unknown): u is Record<string, unknown> =>
   typeof u === "object" && u !== null && !Array.isArray(u) && [Object.prototype, null].includes(Object.getPrototypeOf(u))
 
 /** Where `sent` and `back` first differ (plain objects and arrays are walked; anything else is a leaf). */
-const firstDifference = (sent: unknown, back: unknown, path: ReadonlyArray<PropertyKey> = []): Problem => {
+const differenceAt = (sent: unknown, back: unknown, path: ReadonlyArray<PropertyKey>): Problem | undefined => {
   if (Array.isArray(sent) && Array.isArray(back) && sent.length === back.length) {
-    for (let i = 0; i < sent.length; i++) if (!Equal.equals(sent[i], back[i])) return firstDifference(sent[i], back[i], [...path, i])
+    for (let i = 0; i < sent.length; i++) {
+      const d = differenceAt(sent[i], back[i], [...path, i])
+      if (d !== undefined) return d
+    }
+    return undefined
   }
   if (isPlain(sent) && isPlain(back)) {
     for (const k of Object.keys(sent)) {
@@ -104,11 +108,18 @@ const firstDifference = (sent: unknown, back: unknown, path: ReadonlyArray<Prope
           ? { path: [...path, k], value: undefined, rule: "is undefined: JSON drops the field, and the schema tells a missing field from an undefined one (omit the field instead)" }
           : { path: [...path, k], value: sent[k], rule: "does not come back from JSON (the field is lost)" }
       }
-      if (!Equal.equals(sent[k], back[k])) return firstDifference(sent[k], back[k], [...path, k])
+      const d = differenceAt(sent[k], back[k], [...path, k])
+      if (d !== undefined) return d
     }
+    for (const k of Object.keys(back)) if (!(k in sent)) return { path: [...path, k], value: undefined, rule: `comes back from JSON as ${Describe.show(back[k])}` }
+    return undefined
   }
+  if (sent === back || Equal.equals(sent, back)) return undefined
   return { path, value: sent, rule: `does not come back from JSON unchanged (a worker would receive ${Describe.show(back)})` }
 }
+
+const firstDifference = (sent: unknown, back: unknown): Problem =>
+  differenceAt(sent, back, []) ?? { path: [], value: sent, rule: `does not come back from JSON unchanged (a worker would receive ${Describe.show(back)})` }
 
 const equivalences = new WeakMap<object, Equivalence.Equivalence<any>>()
 const equivalenceOf = (schema: Schema.Schema<any, any>): Equivalence.Equivalence<any> => {
