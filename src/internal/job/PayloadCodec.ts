@@ -189,6 +189,13 @@ export const encode = <A, I>(
   } catch {
     same = false
   }
-  if (!same) return Either.left(fail(entry, type, firstDifference(payload, decoded.right)))
+  if (!same) {
+    // an equivalence that falls back to reference equality (an empty struct) is not the last word:
+    // plain data equal member by member (leaves by Equal.equals) arrives as it was sent
+    const difference = differenceAt(payload, decoded.right, [])
+    if (difference !== undefined || (!isPlain(payload) && !Array.isArray(payload))) {
+      return Either.left(fail(entry, type, difference ?? firstDifference(payload, decoded.right)))
+    }
+  }
   return Either.right(json)
 }
