@@ -25,6 +25,7 @@ import * as Worker from "../src/internal/job/Worker.js"
 import { InvalidPayload } from "../src/internal/job/errors.js"
 import { InvalidPolicy } from "../src/internal/policy/InvalidPolicy.js"
 import { RateLimit, Retry } from "../src/internal/policy/Policies.js"
+import * as SemaphoreProviderMemory from "../src/internal/semaphore/SemaphoreProviderMemory.js"
 import { JobStore } from "../src/internal/store/JobStore.js"
 import { detail, drained } from "./support/runtime.js"
 import { freshPgLayer } from "./support/db.js"
@@ -248,6 +249,19 @@ describe("admin limit manager and dashboard: unstorable keys and ids are not fou
       } finally {
         yield* Effect.promise(() => web.dispose())
       }
+    })
+  )
+})
+
+describe("SemaphoreError: a direct provider call with a limit no slot pool can have", () => {
+  it.live("names the call, the slot name, the rule and the value", () =>
+    Effect.gen(function* () {
+      const provider = yield* SemaphoreProviderMemory.make
+      const e = yield* Effect.flip(Effect.scoped(provider.tryAcquire("warp:concurrency:k", 0, 0)))
+      expect(e._tag).toBe("SemaphoreError")
+      expect(e.message).toBe(`SemaphoreProvider.tryAcquire("warp:concurrency:k", 0): limit must be an integer >= 1, got 0`)
+      const nan = yield* Effect.flip(Effect.scoped(provider.tryAcquire("warp:concurrency:k", Number.NaN, 0)))
+      expect(nan.message).toBe(`SemaphoreProvider.tryAcquire("warp:concurrency:k", NaN): limit must be an integer >= 1, got NaN`)
     })
   )
 })
