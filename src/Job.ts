@@ -5,6 +5,7 @@
  * @since 0.2.0
  */
 import * as attempt from "./internal/job/Attempt.js"
+import * as invalidArgument from "./internal/error/InvalidArgument.js"
 import * as errors from "./internal/job/errors.js"
 import * as job from "./internal/job/Job.js"
 import * as parameters from "./internal/job/JobParameters.js"
@@ -156,3 +157,20 @@ export const InvalidPayload = errors.InvalidPayload
  * @category errors
  */
 export type InvalidPayload = errors.InvalidPayload
+
+/**
+ * A refused argument of a public call: a contract name that cannot be stored, an invalid schedule date.
+ * Its `message` names the call, the value and the rule.
+ *
+ * @since 0.2.0
+ * @category errors
+ */
+export const InvalidArgument = invalidArgument.InvalidArgument
+
+/**
+ * A refused argument of a public call: a contract name that cannot be stored, an invalid schedule date.
+ *
+ * @since 0.2.0
+ * @category errors
+ */
+export type InvalidArgument = invalidArgument.InvalidArgument

@@ -85,6 +85,7 @@ export * as Pipeline from "./Pipeline.js"
 export {
   type Attempt,
   CurrentAttempt,
+  InvalidArgument,
   InvalidPayload,
   Job,
   type JobDetail,

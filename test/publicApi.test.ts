@@ -109,6 +109,7 @@ const EXPECTED = {
     "Declaration",
     "GlobalPolicies", "GlobalPolicies.GlobalPolicies", "GlobalPolicies.GlobalPoliciesService", "GlobalPolicies.fromRef", "GlobalPolicies.layer", "GlobalPolicies.none",
     "Handler", "Handler.AnyHandler", "Handler.AttemptInfo", "Handler.HandlerOptions", "Handler.JobHandler", "Handler.MessageHandler", "Handler.RequestHandler", "Handler.Requirements", "Handler.StreamHandler", "Handler.derive", "Handler.job", "Handler.message", "Handler.request", "Handler.stream",
+    "InvalidArgument",
     "InvalidPayload",
     "InvalidPolicy",
     "Job",

@@ -79,21 +79,26 @@ const jobCount = Effect.flatMap(JobStore, (s) => s.countByState).pipe(Effect.map
 /** A bad concurrency limit is refused at every entrance, and a row carrying one fails its own job. */
 const rejectsLimit = (limit: number, providerRejects: boolean) =>
   Effect.gen(function* () {
-    expect(() => Semaphore("k", limit)).toThrow(/integer >= 1/)
+    const rule = `limit must be an integer >= 1 and at most 2147483647, got ${limit}`
+    expect(() => Semaphore("k", limit)).toThrow(`Semaphore("k", ${limit}): ${rule}`)
     const viaParams = JobParameters.make().withSemaphore("k", limit)
     expect(viaParams.error?._tag).toBe("InvalidPolicy")
+    expect(viaParams.error?.message).toBe(`JobParameters.withSemaphore("k", ${limit}, "Wait"): ${rule}`)
     const viaConfigure = JobParameters.make().configure(ConcurrencyMetadata, (m) => {
       m.key = "k"
       m.limit = limit
     })
     expect(viaConfigure.error?._tag).toBe("InvalidPolicy")
+    expect(viaConfigure.error?.message).toBe(`JobParameters.configure(ConcurrencyMetadata): ${rule}`)
 
     const p = yield* Publisher.Publisher
-    expect((yield* Effect.flip(p.enqueue(Task, { key: "k", ms: 0 }, viaParams)))._tag).toBe("InvalidPolicy")
+    expect((yield* Effect.flip(p.enqueue(Task, { key: "k", ms: 0 }, viaParams))).message).toBe(viaParams.error?.message)
     expect(yield* jobCount).toBe(0)
 
     const limits = yield* ConcurrencyLimitManager
-    expect((yield* Effect.flip(limits.addOrUpdateLimit("k", limit)))._tag).toBe("InvalidPolicy")
+    const refused = yield* Effect.flip(limits.addOrUpdateLimit("k", limit))
+    expect(refused._tag).toBe("InvalidPolicy")
+    expect(refused.message).toBe(`ConcurrencyLimitManager.addOrUpdateLimit("k", ${limit}): ${rule.replace("limit", "slots")}`)
     expect(yield* limits.list).toEqual([])
 
     // providers refuse what is not an integer >= 1; a huge integer is theirs to serve (the policy
@@ -183,14 +188,31 @@ describe("bad input: concurrency keys", () => {
       Effect.gen(function* () {
         const p = yield* Publisher.Publisher
         const limits = yield* ConcurrencyLimitManager
+        const ruleOf = (key: string) =>
+          key.includes("\u0000")
+            ? "key must not contain a NUL character (PostgreSQL cannot store it)"
+            : key.length > 512
+              ? "key must be at most 512 characters"
+              : "key must not be empty or whitespace"
         for (const key of ["", "   ", "\t\n", "a\u0000b", "x".repeat(10_240)]) {
-          expect(() => Mutex(key)).toThrow()
-          expect(() => Semaphore(key, 2)).toThrow()
+          const shown = key.length > 512 ? `"${"x".repeat(23)}… (10240 characters)` : JSON.stringify(key)
+          expect(() => Mutex(key)).toThrow(`Mutex(${shown}): ${ruleOf(key)}, got `)
+          expect(() => Semaphore(key, 2)).toThrow(`Semaphore(${shown}, 2): ${ruleOf(key)}, got `)
           const params = JobParameters.make().withMutex(key)
           expect(params.error?._tag).toBe("InvalidPolicy")
+          expect(params.error?.message).toMatch(`JobParameters.withMutex(${shown}, "Skip"): ${ruleOf(key)}, got `)
           expect((yield* Effect.flip(p.enqueue(Task, { key, ms: 0 }, params)))._tag).toBe("InvalidPolicy")
-          expect((yield* Effect.flip(limits.addOrUpdateLimit(key, 2)))._tag).toBe("InvalidPolicy")
+          const refused = yield* Effect.flip(limits.addOrUpdateLimit(key, 2))
+          expect(refused._tag).toBe("InvalidPolicy")
+          expect(refused.message).toMatch(`ConcurrencyLimitManager.addOrUpdateLimit(${shown}, 2): ${ruleOf(key)}, got `)
         }
+        // the same values in a payload: a NUL cannot be stored (was a StoreError), NaN would come back null
+        expect((yield* Effect.flip(p.enqueue(Task, { key: "a\u0000b", ms: 0 }))).message).toBe(
+          `Publisher.enqueue: Task.key: must not contain a NUL character (PostgreSQL cannot store it), got "a\\u0000b"`
+        )
+        expect((yield* Effect.flip(p.enqueue(Task, { key: null, ms: Number.NaN }))).message).toBe(
+          `Publisher.enqueue: Task.ms: expected a finite number (JSON cannot carry NaN or Infinity), got NaN`
+        )
         expect(yield* jobCount).toBe(0)
         expect(yield* limits.list).toEqual([])
         // the boundary: 512 characters is accepted

@@ -5,7 +5,7 @@
  * @since 0.1.0
  */
 import * as Declaration from "../policy/Declaration.js"
-import type { ConcurrencyMode } from "../policy/PolicyValues.js"
+import { call, type ConcurrencyMode } from "../policy/PolicyValues.js"
 
 export { ConcurrencyMode, ConcurrencyPolicy } from "../policy/PolicyValues.js"
 
@@ -25,7 +25,7 @@ export interface ConcurrencyOptions {
  * })
  */
 export const Mutex = (key: string, options?: ConcurrencyOptions): Declaration.Declaration<"concurrency", "anywhere"> =>
-  Declaration.make("concurrency", { key, limit: 1, mode: options?.mode ?? "Skip" })
+  Declaration.make("concurrency", { key, limit: 1, mode: options?.mode ?? "Skip" }, "anywhere", call("Mutex", key, options))
 
 /**
  * At most `limit` jobs of `key` processing at once, across all workers and processes.
@@ -37,7 +37,7 @@ export const Semaphore = (
   limit: number,
   options?: ConcurrencyOptions
 ): Declaration.Declaration<"concurrency", "anywhere"> =>
-  Declaration.make("concurrency", { key, limit, mode: options?.mode ?? "Wait" })
+  Declaration.make("concurrency", { key, limit, mode: options?.mode ?? "Wait" }, "anywhere", call("Semaphore", key, limit, options))
 
 /**
  * The mutable draft edited by `JobParameters.configure(ConcurrencyMetadata, m => ...)`.
@@ -55,6 +55,6 @@ export const ConcurrencyMetadata = {
   draft: (): ConcurrencyDraft => ({}),
   build: (d: ConcurrencyDraft) => {
     const limit = d.limit ?? 1
-    return Declaration.makeEither("concurrency", { key: d.key, limit, mode: d.mode ?? (limit === 1 ? "Skip" : "Wait") })
+    return Declaration.makeEither("concurrency", { key: d.key, limit, mode: d.mode ?? (limit === 1 ? "Skip" : "Wait") }, "anywhere", "JobParameters.configure(ConcurrencyMetadata)")
   }
 }

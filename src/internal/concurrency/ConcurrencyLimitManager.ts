@@ -13,8 +13,9 @@ import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
+import * as Describe from "../error/Describe.js"
 import * as Migrations from "../store/Migrations.js"
-import { PolicyKey, PositiveInt, validate } from "../policy/PolicyValues.js"
+import { call, PolicyKey, PositiveInt, validate } from "../policy/PolicyValues.js"
 import { InvalidPolicy } from "../policy/InvalidPolicy.js"
 
 /** One admin override. */
@@ -46,12 +47,13 @@ export class ConcurrencyLimitManager extends Context.Tag("warp/ConcurrencyLimitM
 >() {}
 
 const Input = Schema.Struct({ key: PolicyKey, slots: PositiveInt })
-/** PostgreSQL text cannot hold NUL: such a key is refused by every layer alike, and never found. */
-const hasNul = (key: unknown) => typeof key === "string" && key.includes("\u0000")
-const check = (key: string, slots: number) =>
-  hasNul(key)
-    ? Either.left(new InvalidPolicy({ family: "concurrency", message: "key must not contain NUL characters" }))
-    : validate("concurrency", Input, { key, slots })
+/**
+ * A key PostgreSQL cannot hold unchanged (a NUL, an unpaired surrogate, not a string) is refused by
+ * every layer alike, and never found.
+ */
+const hasNul = (key: unknown) => typeof key !== "string" || Describe.unstorableText(key) !== undefined
+const check = (key: string, slots: number): Either.Either<unknown, InvalidPolicy> =>
+  validate("concurrency", Input, { key, slots }, call("ConcurrencyLimitManager.addOrUpdateLimit", key, slots))
 
 /** In-memory overrides. */
 export const layerMemory: Layer.Layer<ConcurrencyLimitManager> = Layer.sync(ConcurrencyLimitManager, () => {
@@ -62,10 +64,10 @@ export const layerMemory: Layer.Layer<ConcurrencyLimitManager> = Layer.sync(Conc
         onLeft: Effect.fail,
         onRight: () => Effect.sync(() => void rows.set(key, new ConcurrencyLimit({ key, slots, updatedAt: new Date() })))
       }),
-    removeLimit: (key) => Effect.sync(() => rows.delete(key)),
+    removeLimit: (key) => Effect.sync(() => !hasNul(key) && rows.delete(key)),
     // code-unit order, like PostgreSQL's COLLATE "C" for the keys people use
     list: Effect.sync(() => [...rows.values()].sort((a, b) => (a.key < b.key ? -1 : 1))),
-    get: (key) => Effect.sync(() => Option.fromNullable(rows.get(key)))
+    get: (key) => Effect.sync(() => (hasNul(key) ? Option.none() : Option.fromNullable(rows.get(key))))
   }
 })
 

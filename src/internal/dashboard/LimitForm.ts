@@ -45,7 +45,8 @@ export const parse = (key: string | undefined, slots: string | undefined): Eithe
   if (Either.isLeft(decoded)) {
     for (const issue of ParseResult.ArrayFormatter.formatErrorSync(decoded.left)) {
       const field = issue.path[0] === "slots" ? "slots" : "key"
-      const text = issue.message.charAt(0).toUpperCase() + issue.message.slice(1)
+      // the rules are worded to follow the field's name ("must not be empty or whitespace")
+      const text = `${field === "key" ? "Key" : "Slots"} ${issue.message}`
       errors.push({ field, message: field === "key" && (key ?? "").length > 0 && text.includes("at most") ? `${text} (got ${(key ?? "").length}).` : `${text}.` })
     }
   }

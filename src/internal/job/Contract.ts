@@ -5,6 +5,8 @@
  */
 import * as Either from "effect/Either"
 import type * as Schema from "effect/Schema"
+import * as Describe from "../error/Describe.js"
+import * as InvalidArgument from "../error/InvalidArgument.js"
 import * as Declaration from "../policy/Declaration.js"
 import type { Policies } from "../policy/PolicyFamily.js"
 
@@ -40,8 +42,15 @@ export type AnyContract = JobContract | MessageContract
 const policiesOf = (site: string, options?: ContractOptions): Policies =>
   Either.getOrThrowWith(Declaration.collect(site, options?.policy ?? []), (e) => e)
 
+/** A contract's name is the job type stored on every row: it must be storable and found again. */
+const checkName = (entry: string, name: string): void => {
+  const rule = InvalidArgument.nameRule(name)
+  if (rule !== undefined) throw InvalidArgument.make(`${entry}(${Describe.show(name, 24)}, …)`, "name", name, rule)
+}
+
 /**
- * Declares a job contract. Throws `InvalidPolicy` when its policy list is invalid.
+ * Declares a job contract. Throws `InvalidPolicy` when its policy list is invalid, and
+ * `InvalidArgument` when `name` is empty or cannot be stored (a NUL, an unpaired surrogate).
  *
  * @example
  * const SendEmail = Contract.job("SendEmail", Schema.Struct({ to: Schema.String }))
@@ -50,14 +59,20 @@ export const job = <const Name extends string, A, I>(
   name: Name,
   schema: Schema.Schema<A, I>,
   options?: ContractOptions
-): JobContract<Name, A, I> => ({ _tag: "JobContract", name, schema, policies: policiesOf(`contract '${name}'`, options) })
+): JobContract<Name, A, I> => {
+  checkName("Contract.job", name)
+  return { _tag: "JobContract", name, schema, policies: policiesOf(`contract '${name}'`, options) }
+}
 
 /** Declares a message contract. Throws `InvalidPolicy` when its policy list is invalid. */
 export const message = <const Name extends string, A, I>(
   name: Name,
   schema: Schema.Schema<A, I>,
   options?: ContractOptions
-): MessageContract<Name, A, I> => ({ _tag: "MessageContract", name, schema, policies: policiesOf(`contract '${name}'`, options) })
+): MessageContract<Name, A, I> => {
+  checkName("Contract.message", name)
+  return { _tag: "MessageContract", name, schema, policies: policiesOf(`contract '${name}'`, options) }
+}
 
 /** Declares an in-memory request contract (no options: a request has no policy). */
 export const request = <const Name extends string, A, I>(name: Name, schema: Schema.Schema<A, I>): RequestContract<Name, A, I> => ({

@@ -12,6 +12,7 @@ import { InvalidPolicy } from "../policy/InvalidPolicy.js"
 import type { FamilyName } from "../policy/PolicyFamily.js"
 import type { ConcurrencyMode, TimeoutScope } from "../policy/PolicyValues.js"
 import { type RetryOptions, retryValue } from "../policy/Policies.js"
+import { call } from "../policy/PolicyValues.js"
 
 /** A typed accessor of one metadata slot, editable through a mutable draft. */
 export interface MetadataAccessor<K extends FamilyName, D> {
@@ -44,12 +45,12 @@ export class JobParameters {
 
   /** At most one job of `key` at once (mode default Skip). */
   withMutex(key: string, mode: ConcurrencyMode = "Skip"): JobParameters {
-    return this.with(Declaration.makeEither("concurrency", { key, limit: 1, mode }))
+    return this.with(Declaration.makeEither("concurrency", { key, limit: 1, mode }, "anywhere", call("JobParameters.withMutex", key, mode)))
   }
 
   /** At most `limit` jobs of `key` at once (mode default Wait); `limit` must be an integer >= 1. */
   withSemaphore(key: string, limit: number, mode: ConcurrencyMode = "Wait"): JobParameters {
-    return this.with(Declaration.makeEither("concurrency", { key, limit, mode }))
+    return this.with(Declaration.makeEither("concurrency", { key, limit, mode }, "anywhere", call("JobParameters.withSemaphore", key, limit, mode)))
   }
 
   /** Up to `maxAttempts` attempts with exponential backoff. */
@@ -59,12 +60,12 @@ export class JobParameters {
 
   /** A per-attempt timeout, or (`scope: "Total"`) a deadline from this enqueue, stamped now. */
   withTimeout(duration: Duration.DurationInput, scope: TimeoutScope = "PerAttempt"): JobParameters {
-    return this.with(Declaration.makeEither("timeout", { scope, durationMs: Duration.toMillis(duration) }))
+    return this.with(Declaration.makeEither("timeout", { scope, durationMs: Duration.toMillis(duration) }, "anywhere", call("JobParameters.withTimeout", duration, scope)))
   }
 
   /** At most `limit` starts of `key` per `window`. */
   withRateLimit(key: string, limit: number, window: Duration.DurationInput): JobParameters {
-    return this.with(Declaration.makeEither("rateLimit", { key, limit, windowMs: Duration.toMillis(window) }))
+    return this.with(Declaration.makeEither("rateLimit", { key, limit, windowMs: Duration.toMillis(window) }, "anywhere", call("JobParameters.withRateLimit", key, limit, window)))
   }
 
   /** Edits one slot through its typed accessor, e.g. `configure(ConcurrencyMetadata, m => { m.key = "k" })`. */

@@ -11,15 +11,16 @@ import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
-import * as ParseResult from "effect/ParseResult"
-import * as Schema from "effect/Schema"
+import type * as Schema from "effect/Schema"
 import * as JobMetadata from "../policy/JobMetadata.js"
 import type { InvalidPolicy } from "../policy/InvalidPolicy.js"
 import { type ConcurrencyPolicy, TimeoutPolicy } from "../policy/PolicyValues.js"
 import { JobStore } from "../store/JobStore.js"
 import type { StoreError } from "../store/StoreError.js"
 import type { JobContract, MessageContract } from "./Contract.js"
-import { InvalidPayload } from "./errors.js"
+import * as InvalidArgument from "../error/InvalidArgument.js"
+import type { InvalidPayload } from "./errors.js"
+import * as PayloadCodec from "./PayloadCodec.js"
 import type { AnyHandler } from "./Handler.js"
 import * as JobId from "./JobId.js"
 import { JobParameters } from "./JobParameters.js"
@@ -27,7 +28,7 @@ import * as Telemetry from "../observability/Telemetry.js"
 import { Registry } from "./Registry.js"
 
 /** Errors of publishing. */
-export type PublishError = InvalidPayload | InvalidPolicy | StoreError
+export type PublishError = InvalidPayload | InvalidPolicy | InvalidArgument.InvalidArgument | StoreError
 
 /** The publisher service. */
 export interface PublisherService {
@@ -90,10 +91,9 @@ export const publishMetadata = (
   return JobMetadata.fromEntries(policies as JobMetadata.PolicyEntries)
 }
 
-const encodePayload = <A, I>(contract: { readonly name: string; readonly schema: Schema.Schema<A, I> }, payload: A) =>
-  Schema.encode(contract.schema)(payload).pipe(
-    Effect.mapError((e) => new InvalidPayload({ type: contract.name, message: ParseResult.TreeFormatter.formatErrorSync(e) }))
-  )
+/** The payload as stored: encoded, and checked to come back unchanged (see `PayloadCodec`). */
+const encodePayload = <A, I>(entry: string, contract: { readonly name: string; readonly schema: Schema.Schema<A, I> }, payload: A) =>
+  Effect.suspend(() => PayloadCodec.encode(entry, contract, payload))
 
 /** A producer span (`warp.enqueue` / `warp.publish`) with the job type and the id(s) written. */
 const traced =
@@ -112,7 +112,10 @@ export const make = Effect.gen(function* () {
   const insertOne = <A, I>(contract: JobContract<string, A, I>, payload: A, at: Date | undefined, params: JobParameters) =>
     Effect.gen(function* () {
       if (params.error !== undefined) return yield* Effect.fail(params.error)
-      const encoded = yield* encodePayload(contract, payload)
+      if (at !== undefined && !(at instanceof Date && Number.isFinite(at.getTime()))) {
+        return yield* Effect.fail(InvalidArgument.make("Publisher.schedule", "at", at, "must be a valid Date"))
+      }
+      const encoded = yield* encodePayload(at === undefined ? "Publisher.enqueue" : "Publisher.schedule", contract, payload)
       const now = new Date(yield* Clock.currentTimeMillis)
       const id = JobId.make()
       const scheduled = at !== undefined && at.getTime() > now.getTime()
@@ -140,7 +143,7 @@ export const make = Effect.gen(function* () {
     publish: (contract, payload, params = JobParameters.make()) =>
       Effect.gen(function* () {
         if (params.error !== undefined) return yield* Effect.fail(params.error)
-        const encoded = yield* encodePayload(contract, payload)
+        const encoded = yield* encodePayload("Publisher.publish", contract, payload)
         const now = new Date(yield* Clock.currentTimeMillis)
         const rows = registry.messageHandlers(contract.name).map((r) => ({
           id: JobId.make(),

@@ -8,6 +8,8 @@
 import * as Cron from "effect/Cron"
 import * as Data from "effect/Data"
 import * as Either from "effect/Either"
+import * as Describe from "../error/Describe.js"
+import * as PayloadCodec from "./PayloadCodec.js"
 import { createHash } from "node:crypto"
 import type { JobContract } from "./Contract.js"
 
@@ -34,11 +36,14 @@ export class InvalidRecurring extends Data.TaggedError("InvalidRecurring")<{
  * const nightly = Recurring.make("nightly-report", Report, "0 3 * * *", { kind: "daily" })
  */
 export const make = <A>(id: string, contract: JobContract<string, A>, cron: string, payload: A): Recurring<A> => {
-  if (id.trim().length === 0) throw new InvalidRecurring({ id, message: "recurring id must not be empty" })
+  const entry = `Recurring.make(${Describe.show(id, 24)})`
+  if (typeof id !== "string" || id.trim().length === 0) throw new InvalidRecurring({ id, message: `${entry}: recurring id must not be empty` })
   const parsed = Cron.parse(cron, "UTC")
   if (Either.isLeft(parsed)) {
-    throw new InvalidRecurring({ id, message: `invalid cron expression '${cron}': ${parsed.left.message}` })
+    throw new InvalidRecurring({ id, message: `${entry}: invalid cron expression '${cron}': ${parsed.left.message}` })
   }
+  // the payload is stored at every firing: it must come back unchanged (throws InvalidPayload)
+  Either.getOrThrowWith(PayloadCodec.encode(entry, contract, payload), (e) => e)
   return { id, contract, cron, payload }
 }
 

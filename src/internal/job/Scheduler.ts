@@ -16,14 +16,14 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
-import * as ParseResult from "effect/ParseResult"
 import * as Schedule from "effect/Schedule"
-import * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
 import * as JobMetadata from "../policy/JobMetadata.js"
 import { JobStore } from "../store/JobStore.js"
 import type { StoreError } from "../store/StoreError.js"
-import { InvalidPayload } from "./errors.js"
+import type { InvalidArgument } from "../error/InvalidArgument.js"
+import type { InvalidPayload } from "./errors.js"
+import * as PayloadCodec from "./PayloadCodec.js"
 import { fifoCarry } from "./Publisher.js"
 import * as Recurring from "./Recurring.js"
 import { Registry } from "./Registry.js"
@@ -36,12 +36,10 @@ import { Registry } from "./Registry.js"
 export const fire = (
   recurring: Recurring.Recurring,
   tick: Date
-): Effect.Effect<boolean, InvalidPayload | StoreError, JobStore> =>
+): Effect.Effect<boolean, InvalidPayload | InvalidArgument | StoreError, JobStore> =>
   Effect.gen(function* () {
     const store = yield* JobStore
-    const payload = yield* Schema.encode(recurring.contract.schema as Schema.Schema<unknown, unknown>)(recurring.payload).pipe(
-      Effect.mapError((e) => new InvalidPayload({ type: recurring.contract.name, message: ParseResult.TreeFormatter.formatErrorSync(e) }))
-    )
+    const payload = yield* Effect.suspend(() => PayloadCodec.encode(`Recurring '${recurring.id}'`, recurring.contract, recurring.payload))
     const id = Recurring.firingId(recurring.id, tick)
     const registry = yield* Effect.serviceOption(Registry)
     const handler = Option.getOrUndefined(Option.flatMap(registry, (r) => r.lookup(recurring.contract.name, null)))?.handler

@@ -30,17 +30,19 @@ export type HandlerDeclaration = Declaration<FamilyName, "anywhere">
 export const make = <K extends FamilyName, P extends Placement = "anywhere">(
   family: K,
   input: unknown,
-  placement?: P
-): Declaration<K, P> => Either.getOrThrowWith(makeEither(family, input, placement), (e) => e)
+  placement?: P,
+  entry?: string
+): Declaration<K, P> => Either.getOrThrowWith(makeEither(family, input, placement, entry), (e) => e)
 
 /** Like {@link make}, returning the error instead of throwing it. */
 export const makeEither = <K extends FamilyName, P extends Placement = "anywhere">(
   family: K,
   input: unknown,
-  placement?: P
+  placement?: P,
+  entry?: string
 ): Either.Either<Declaration<K, P>, InvalidPolicy> =>
   Either.map(
-    validate(family, families[family].schema as unknown as Schema.Schema<FamilyValue<K>, any>, input),
+    validate(family, families[family].schema as unknown as Schema.Schema<FamilyValue<K>, any>, input, entry),
     (value) => ({ _tag: "PolicyDeclaration", family, value, placement: (placement ?? "anywhere") as P })
   )
 
@@ -72,7 +74,7 @@ export const collect = (
     const schema = families[d.family].schema as unknown as Schema.Schema<any, any>
     const checked = Either.flatMap(
       Either.try({ try: () => Schema.encodeSync(schema)(d.value), catch: () => new InvalidPolicy({ family: d.family, message: `${site}: malformed '${d.family}' declaration` }) }),
-      (encoded) => validate(d.family, schema, encoded)
+      (encoded) => validate(d.family, schema, encoded, site)
     )
     if (Either.isLeft(checked)) return Either.left(checked.left)
     out[d.family] = checked.right

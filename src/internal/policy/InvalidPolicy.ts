@@ -2,6 +2,7 @@
  * @since 0.1.0
  */
 import * as Data from "effect/Data"
+import type * as ParseResult from "effect/ParseResult"
 
 /**
  * A policy declaration or enqueue-time parameter that no execution path can honour
@@ -10,8 +11,25 @@ import * as Data from "effect/Data"
  *
  * Raised synchronously by declaration constructors (a declaration is module-level code, like an
  * attribute) and returned in the error channel by `Publisher` when carried by `JobParameters`.
+ *
+ * `message` is for people: the entry point as called, the field, the rule and the value, e.g.
+ * `Semaphore("payments", 0): limit must be an integer >= 1, got 0`. Tools read the fields: `entry`,
+ * `path`, `value`, `rule`, and `issue` (Schema's parse error, when a schema found the problem).
+ *
+ * @since 0.1.0
+ * @category errors
  */
 export class InvalidPolicy extends Data.TaggedError("InvalidPolicy")<{
   readonly family: string
   readonly message: string
+  /** The call that was refused, as written: `Semaphore("payments", 0)`. */
+  readonly entry?: string | undefined
+  /** The field of the policy that broke a rule (`["limit"]`). */
+  readonly path?: ReadonlyArray<PropertyKey> | undefined
+  /** The offending value. */
+  readonly value?: unknown
+  /** The rule it broke: `must be an integer >= 1`. */
+  readonly rule?: string | undefined
+  /** Schema's parse error, for tools. */
+  readonly issue?: ParseResult.ParseError | undefined
 }> {}

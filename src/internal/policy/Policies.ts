@@ -6,7 +6,7 @@
  */
 import * as Duration from "effect/Duration"
 import * as Declaration from "./Declaration.js"
-import type { TimeoutScope } from "./PolicyValues.js"
+import { call, type TimeoutScope } from "./PolicyValues.js"
 
 /** Options of {@link Retry}. */
 export interface RetryOptions {
@@ -27,11 +27,11 @@ const retryFields = (maxAttempts: number, o?: RetryOptions) => ({
 
 /** Up to `maxAttempts` attempts in total; a failed attempt is rescheduled with exponential backoff. */
 export const Retry = (maxAttempts: number, options?: RetryOptions): Declaration.Declaration<"retry", "anywhere"> =>
-  Declaration.make("retry", retryFields(maxAttempts, options))
+  Declaration.make("retry", retryFields(maxAttempts, options), "anywhere", call("Retry", maxAttempts, options))
 
 /** @internal */
-export const retryValue = (maxAttempts: number, options?: RetryOptions) =>
-  Declaration.makeEither("retry", retryFields(maxAttempts, options))
+export const retryValue = (maxAttempts: number, options?: RetryOptions, entry = call("JobParameters.withRetry", maxAttempts, options)) =>
+  Declaration.makeEither("retry", retryFields(maxAttempts, options), "anywhere", entry)
 
 /**
  * A timeout. `PerAttempt` (default) interrupts one handler run; `Total` is a wall-clock deadline from
@@ -42,13 +42,13 @@ export function Timeout(duration: Duration.DurationInput, options: { readonly sc
 export function Timeout(duration: Duration.DurationInput, options?: { readonly scope?: "PerAttempt" }): Declaration.Declaration<"timeout", "anywhere">
 export function Timeout(duration: Duration.DurationInput, options?: { readonly scope?: TimeoutScope }): Declaration.Declaration<"timeout"> {
   const scope = options?.scope ?? "PerAttempt"
-  return Declaration.make("timeout", { scope, durationMs: Duration.toMillis(duration) }, scope === "Total" ? "publishOnly" : "anywhere")
+  return Declaration.make("timeout", { scope, durationMs: Duration.toMillis(duration) }, scope === "Total" ? "publishOnly" : "anywhere", call("Timeout", duration, options))
 }
 
 /** At most `limit` starts of jobs sharing `key` per `window`, across all workers; surplus is requeued to the next window. */
 export const RateLimit = (key: string, limit: number, window: Duration.DurationInput): Declaration.Declaration<"rateLimit", "anywhere"> =>
-  Declaration.make("rateLimit", { key, limit, windowMs: Duration.toMillis(window) })
+  Declaration.make("rateLimit", { key, limit, windowMs: Duration.toMillis(window) }, "anywhere", call("RateLimit", key, limit, window))
 
 /** After `threshold` consecutive failures in `group`, jobs of the group are requeued until `cooldown` has passed. */
 export const CircuitBreaker = (group: string, threshold: number, cooldown: Duration.DurationInput): Declaration.Declaration<"circuitBreaker", "anywhere"> =>
-  Declaration.make("circuitBreaker", { group, threshold, cooldownMs: Duration.toMillis(cooldown) })
+  Declaration.make("circuitBreaker", { group, threshold, cooldownMs: Duration.toMillis(cooldown) }, "anywhere", call("CircuitBreaker", group, threshold, cooldown))

@@ -6,21 +6,34 @@
 import * as Either from "effect/Either"
 import * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
+import * as Describe from "../error/Describe.js"
 import { InvalidPolicy } from "./InvalidPolicy.js"
 
 /** Longest accepted concurrency / rate-limit / circuit-breaker key, in UTF-16 code units. */
 export const MAX_KEY_LENGTH = 512
 
-/** A key naming a shared constraint: non-blank, at most {@link MAX_KEY_LENGTH} characters. */
+/**
+ * A key naming a shared constraint: non-blank, at most {@link MAX_KEY_LENGTH} characters, storable
+ * unchanged by PostgreSQL (no NUL, no unpaired surrogate). The filters' messages are rules, worded to
+ * follow the field's name (`key must not be empty or whitespace`).
+ */
 export const PolicyKey = Schema.String.pipe(
-  Schema.filter((s) => s.trim().length > 0 || "key must not be empty or whitespace"),
-  Schema.filter((s) => s.length <= MAX_KEY_LENGTH || `key must be at most ${MAX_KEY_LENGTH} characters`),
-  Schema.filter((s) => !s.includes("\u0000") || "key must not contain NUL (PostgreSQL text and jsonb cannot store it)")
+  Schema.filter((s) => s.trim().length > 0 || "must not be empty or whitespace"),
+  Schema.filter((s) => s.length <= MAX_KEY_LENGTH || `must be at most ${MAX_KEY_LENGTH} characters`),
+  Schema.filter((s) => Describe.unstorableText(s) ?? true)
 )
 
-/** A whole number >= 1. */
+/**
+ * The largest accepted limit (PostgreSQL `integer`).
+ *
+ * @since 0.1.0
+ * @category validation
+ */
+export const MAX_LIMIT = 2_147_483_647
+
+/** A whole number >= 1 (and at most {@link MAX_LIMIT}). */
 export const PositiveInt = Schema.Number.pipe(
-  Schema.filter((n) => (Number.isInteger(n) && n >= 1 && n <= 2_147_483_647) || `expected an integer >= 1, got ${n}`)
+  Schema.filter((n) => (Number.isInteger(n) && n >= 1 && n <= MAX_LIMIT) || `must be an integer >= 1 and at most ${MAX_LIMIT}`)
 )
 
 /** What happens when a job is picked up while its concurrency key is full. */
@@ -73,14 +86,54 @@ export class CircuitBreakerPolicy extends Schema.Class<CircuitBreakerPolicy>("Ci
   cooldownMs: PositiveInt
 }) {}
 
-/** Validates raw fields against a policy schema, mapping parse errors to {@link InvalidPolicy}. */
+/**
+ * @since 0.1.0
+ * @category errors
+ *
+ * The message of a refused policy input: `Semaphore("payments", 0): limit must be an integer >= 1
+ * and at most 2147483647, got 0` — the call as written, the field, the rule, the value.
+ */
+export const policyMessage = (entry: string, v: Describe.Violation, more = 0): string => {
+  const field = v.path.length === 0 ? "the value" : Describe.formatPath("", v.path).replace(/^\./, "")
+  const got = !v.found || /\bgot\b/.test(v.rule) ? "" : `, got ${Describe.show(v.value)}`
+  return `${entry}: ${field} ${v.rule}${got}${more > 0 ? ` (and ${more} more)` : ""}`
+}
+
+/**
+ * Validates raw fields against a policy schema, mapping parse errors to {@link InvalidPolicy} whose
+ * message names `entry` (the call as written; default `'<family>' policy`), the field, the rule and
+ * the offending value; Schema's error stays on `issue`.
+ *
+ * @since 0.1.0
+ * @category validation
+ */
 export const validate = <A, I>(
   family: string,
   schema: Schema.Schema<A, I>,
-  input: unknown
+  input: unknown,
+  entry: string = `'${family}' policy`
 ): Either.Either<A, InvalidPolicy> =>
   Schema.decodeUnknownEither(schema)(input).pipe(
-    Either.mapLeft(
-      (e) => new InvalidPolicy({ family, message: ParseResult.TreeFormatter.formatErrorSync(e) })
-    )
+    Either.mapLeft((issue) => {
+      const vs = Describe.violations(issue, input)
+      const first: Describe.Violation = vs[0] ?? { path: [], found: true, value: input, rule: ParseResult.TreeFormatter.formatErrorSync(issue) }
+      return new InvalidPolicy({
+        family,
+        message: policyMessage(entry, first, vs.length - 1),
+        entry,
+        path: first.path,
+        value: first.value,
+        rule: first.rule,
+        issue
+      })
+    })
   )
+
+/**
+ * A call written for a message: `Semaphore("payments", 0)`.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export const call = (name: string, ...args: ReadonlyArray<unknown>): string =>
+  `${name}(${args.filter((a, i) => a !== undefined || i < args.length - 1).map((a) => Describe.show(a, 24)).join(", ")})`

@@ -12,6 +12,7 @@
  * @since 0.1.0
  */
 import * as Context from "effect/Context"
+import * as Describe from "../error/Describe.js"
 import * as Data from "effect/Data"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -72,7 +73,9 @@ export const randomOffset = (limit: number): number => Math.floor(Math.random() 
 export const validateLimit = (name: string, limit: number): Effect.Effect<void, SemaphoreError> =>
   Number.isInteger(limit) && limit >= 1
     ? Effect.void
-    : Effect.fail(new SemaphoreError({ name, message: `limit must be an integer >= 1, got ${limit}` }))
+    : Effect.fail(
+        new SemaphoreError({ name, message: `SemaphoreProvider.tryAcquire(${Describe.show(name, 40)}, ${Describe.show(limit)}): limit must be an integer >= 1, got ${Describe.show(limit)}` })
+      )
 
 /** What one successful acquisition attempt yields: the slot and the effect that gives it back. */
 export interface Held {

@@ -12,6 +12,7 @@ import * as Schema from "effect/Schema"
 import type { Job, JobDetail, NewJob } from "../job/Job.js"
 import type { JobState } from "../job/JobState.js"
 import type { LogKind, Outcome } from "../job/Outcome.js"
+import * as Describe from "../error/Describe.js"
 import { PositiveInt } from "../policy/PolicyValues.js"
 import type { SemaphoreProviderService } from "../semaphore/SemaphoreProvider.js"
 import type { StoreError } from "./StoreError.js"
@@ -104,6 +105,25 @@ export interface JobStoreService {
 
 /** The job store service tag. Provide `JobStorePg.layer` or `JobStoreMemory.layer`. */
 export class JobStore extends Context.Tag("warp/JobStore")<JobStore, JobStoreService>() {}
+
+/**
+ * Whether `id` could be a stored job id: a string PostgreSQL can hold (no NUL, no unpaired
+ * surrogate). Reads answer any other id as not found, never with a `StoreError`.
+ *
+ * @since 0.1.0
+ * @category validation
+ */
+export const isStorableId = (id: unknown): id is string => typeof id === "string" && Describe.unstorableText(id) === undefined
+
+/**
+ * Whether `limit` and `offset` describe a page: whole numbers >= 0 (and safe). `list` answers any
+ * other window with no rows, never with a `StoreError`.
+ *
+ * @since 0.1.0
+ * @category validation
+ */
+export const isWindow = (limit: unknown, offset: unknown): boolean =>
+  Number.isSafeInteger(limit) && (limit as number) >= 0 && Number.isSafeInteger(offset) && (offset as number) >= 0
 
 /** Every state, zeroed (for count maps). */
 export const emptyCounts = (): Record<JobState, number> => ({

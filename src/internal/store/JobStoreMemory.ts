@@ -13,7 +13,7 @@ import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import { Job, type JobLog } from "../job/Job.js"
 import { counterOf, logOf, stateOf } from "../job/Outcome.js"
-import { bySubmission, claimOrder, counterKeys, emptyCounts, fifoPolicyOf, JobStore, type JobStoreService } from "./JobStore.js"
+import { bySubmission, claimOrder, counterKeys, emptyCounts, fifoPolicyOf, isWindow, JobStore, type JobStoreService } from "./JobStore.js"
 import * as SemaphoreProviderMemory from "../semaphore/SemaphoreProviderMemory.js"
 import { StoreError } from "./StoreError.js"
 
@@ -183,7 +183,7 @@ export const make = Effect.flatMap(SemaphoreProviderMemory.make, (locks) => Effe
         const all = [...jobs.values()]
           .filter((j) => state === undefined || j.state === state)
           .sort((a, b) => (a.id < b.id ? 1 : a.id > b.id ? -1 : 0))
-        return { rows: all.slice(offset, offset + limit), total: all.length }
+        return { rows: isWindow(limit, offset) ? all.slice(offset, offset + limit) : [], total: all.length }
       }),
 
     countByState: Effect.sync(() => {

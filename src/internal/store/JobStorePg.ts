@@ -12,9 +12,9 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import { Job, type JobLog } from "../job/Job.js"
-import type { JobState } from "../job/JobState.js"
+import { JobState } from "../job/JobState.js"
 import { counterOf, logOf, stateOf } from "../job/Outcome.js"
-import { claimOrder, counterKeys, emptyCounts, JobStore, type JobStoreService } from "./JobStore.js"
+import { claimOrder, counterKeys, emptyCounts, isStorableId, isWindow, JobStore, type JobStoreService } from "./JobStore.js"
 import * as SemaphoreProviderPg from "../semaphore/SemaphoreProviderPg.js"
 import * as Migrations from "./Migrations.js"
 import { StoreError } from "./StoreError.js"
@@ -243,6 +243,8 @@ export const make = Effect.gen(function* () {
 
     get: (id) =>
       Effect.gen(function* () {
+        // an id no row can have (a NUL, an unpaired surrogate, not a string) is not found, not an error
+        if (!isStorableId(id)) return Option.none()
         const rows = yield* sql`SELECT * FROM warp_jobs WHERE id = ${id}`
         if (rows.length === 0) return Option.none()
         const logs = yield* sql`SELECT job_id, at, kind, message FROM warp_job_logs WHERE job_id = ${id} ORDER BY id`
@@ -254,7 +256,13 @@ export const make = Effect.gen(function* () {
 
     list: ({ limit, offset, state }) =>
       Effect.gen(function* () {
+        // an unknown state matches no row; a window that is not whole numbers >= 0 holds none
+        if (state !== undefined && !JobState.literals.includes(state)) return { rows: [], total: 0 }
         const where = state === undefined ? sql`TRUE` : sql`state = ${state}`
+        if (!isWindow(limit, offset)) {
+          const total = yield* sql`SELECT count(*)::int AS n FROM warp_jobs WHERE ${where}`
+          return { rows: [], total: Number((total[0] as any).n) }
+        }
         const rows = yield* sql`SELECT * FROM warp_jobs WHERE ${where} ORDER BY id DESC LIMIT ${limit} OFFSET ${offset}`
         const total = yield* sql`SELECT count(*)::int AS n FROM warp_jobs WHERE ${where}`
         return { rows: rows.map(rowToJob), total: Number((total[0] as any).n) }
