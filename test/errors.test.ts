@@ -222,6 +222,10 @@ describe("declarations that cannot be stored", () => {
     expect(e).toBeInstanceOf(InvalidArgument)
     expect(e.message).toBe(`Contract.job("Send\\u0000Invoice", …): name must not contain a NUL character (PostgreSQL cannot store it), got "Send\\u0000Invoice"`)
     expect(thrown(() => Contract.message("", Schema.Struct({}))).message).toBe(`Contract.message("", …): name must not be empty, got ""`)
+    // a message handler's name is stored on every child job
+    const h = thrown(() => Handler.message(Signup, "wel\u0000come", () => Effect.void))
+    expect(h).toBeInstanceOf(InvalidArgument)
+    expect(h.message).toBe(`Handler.message(Signup, "wel\\u0000come", …): name must not contain a NUL character (PostgreSQL cannot store it), got "wel\\u0000come"`)
   })
 
   it("a recurring job whose payload would not come back: InvalidPayload at declaration", () => {

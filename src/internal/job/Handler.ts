@@ -10,6 +10,8 @@
 import type * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import type * as Stream from "effect/Stream"
+import * as Describe from "../error/Describe.js"
+import * as InvalidArgument from "../error/InvalidArgument.js"
 import * as Declaration from "../policy/Declaration.js"
 import type { Policies } from "../policy/PolicyFamily.js"
 import type { SlotInfo } from "./Attempt.js"
@@ -97,19 +99,26 @@ export const job = <A, E, R>(
   run
 })
 
-/** A message handler named `name` (unique per message contract). */
+/**
+ * A message handler named `name` (unique per message contract). The name is stored on each child job:
+ * throws `InvalidArgument` when it is empty or cannot be stored (a NUL, an unpaired surrogate).
+ */
 export const message = <A, E, R>(
   contract: MessageContract<string, A>,
   name: string,
   run: (payload: A, attempt: AttemptInfo) => Effect.Effect<void, E, R>,
   options?: HandlerOptions
-): MessageHandler<A, E, R> => ({
-  _tag: "MessageHandler",
-  contract,
-  name,
-  policies: policiesOf(`handler '${name}' of '${contract.name}'`, options),
-  run
-})
+): MessageHandler<A, E, R> => {
+  const rule = InvalidArgument.nameRule(name)
+  if (rule !== undefined) throw InvalidArgument.make(`Handler.message(${contract.name}, ${Describe.show(name, 24)}, …)`, "name", name, rule)
+  return {
+    _tag: "MessageHandler",
+    contract,
+    name,
+    policies: policiesOf(`handler '${name}' of '${contract.name}'`, options),
+    run
+  }
+}
 
 /** A stream handler: the job succeeds when the stream completes. No `policy` option exists. */
 export const stream = <A, E, R>(

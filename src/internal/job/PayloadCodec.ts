@@ -16,13 +16,24 @@ import * as Describe from "../error/Describe.js"
 import * as InvalidArgument from "../error/InvalidArgument.js"
 import { InvalidPayload } from "./errors.js"
 
-/** What a payload is checked against: a contract's name and schema. */
+/**
+ * What a payload is checked against: a contract's name and schema.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface Codec<A, I> {
   readonly name: string
   readonly schema: Schema.Schema<A, I>
 }
 
-interface Problem {
+/**
+ * One part of a payload that cannot be stored unchanged: where, what, which rule.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Problem {
   readonly path: ReadonlyArray<PropertyKey>
   readonly value: unknown
   readonly rule: string
@@ -32,6 +43,9 @@ interface Problem {
  * The first part of an encoded payload that JSON (and PostgreSQL's jsonb) would not give back as it
  * is, or undefined. Object members whose value is `undefined` are left to the round trip (JSON drops
  * them; the schema decides whether that is the same value).
+ *
+ * @since 0.1.0
+ * @category validation
  */
 export const firstUnstorable = (value: unknown): Problem | undefined => {
   const ancestors = new Set<object>()

@@ -5,6 +5,7 @@
  */
 import * as Either from "effect/Either"
 import * as Schema from "effect/Schema"
+import * as Describe from "../error/Describe.js"
 import { InvalidPolicy } from "./InvalidPolicy.js"
 import { type FamilyName, type FamilyValue, families, type Policies } from "./PolicyFamily.js"
 import { validate } from "./PolicyValues.js"
@@ -61,7 +62,7 @@ export const collect = (
   const out: Record<string, unknown> = {}
   for (const d of declarations) {
     if (!isDeclaration(d) || !(d.family in families)) {
-      return Either.left(new InvalidPolicy({ family: String((d as any)?.family), message: `${site}: not a policy declaration` }))
+      return Either.left(new InvalidPolicy({ family: String((d as any)?.family), message: `${site}: every policy entry must be a declaration (Mutex, Semaphore, Retry, ...), got ${Describe.show(d)}`, value: d }))
     }
     if (d.family in out) {
       return Either.left(
