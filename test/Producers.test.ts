@@ -25,11 +25,13 @@ const Lined = Contract.job("ProdLined", Schema.Struct({ n: Schema.Number }), {
 /** Encoding fails for negative numbers: an item the schema rejects. */
 const Positive = Contract.job("ProdPositive", Schema.Struct({ n: Schema.Number.pipe(Schema.positive()) }))
 const Evt = Contract.message("ProdEvt", Schema.Struct({ n: Schema.Number }))
+const Text = Contract.job("ProdText", Schema.Struct({ s: Schema.String, tags: Schema.Array(Schema.String) }))
 
 const handlers = [
   Handler.job(Item, () => Effect.void),
   Handler.job(Lined, () => Effect.void),
   Handler.job(Positive, () => Effect.void),
+  Handler.job(Text, () => Effect.void),
   Handler.message(Evt, "a", () => Effect.void),
   Handler.message(Evt, "b", () => Effect.void)
 ] as const
@@ -62,6 +64,18 @@ for (const [name, makeLayer] of setups) {
           expect(d.logs[0]!.at.getTime()).toBe(d.job.createdAt.getTime())
         }
         expect(yield* publisher.enqueueMany(Item, [])).toEqual([])
+      }).pipe(Effect.provide(makeLayer())))
+
+    it.live("payloads with quotes, backslashes, braces, commas, NULL-like text and unicode round-trip", () =>
+      Effect.gen(function* () {
+        const publisher = yield* Publisher.Publisher
+        const payloads = [
+          { s: 'a"b\\c', tags: ["{x}", "y,z"] },
+          { s: "NULL", tags: [] },
+          { s: "ünï — 日本 \u0001", tags: ["\n", "'"] }
+        ]
+        const ids = yield* publisher.enqueueMany(Text, payloads)
+        for (const [i, id] of ids.entries()) expect((yield* detail(id)).job.payload).toEqual(payloads[i])
       }).pipe(Effect.provide(makeLayer())))
 
     it.live("metadata and stamping are those of enqueue: per-batch and per-item parameters, Fifo carry, Total deadline", () =>
