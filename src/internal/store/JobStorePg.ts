@@ -85,6 +85,14 @@ export const make = Effect.gen(function* () {
    */
   const insertRows = (rows: ReadonlyArray<NewJob>) => {
     const first = rows[0]!
+    if (rows.length === 1) {
+      // a single enqueue: plain VALUES, no arrays to build and parse
+      const at = first.scheduleTime.toISOString()
+      return sql`
+        INSERT INTO warp_jobs (id, type, handler, payload, state, schedule_time, metadata, origin, origin_for)
+        VALUES (${first.id}, ${first.type}, ${first.handler}, ${JSON.stringify(first.payload)}::jsonb, ${first.state}, ${at}::timestamptz,
+                ${JSON.stringify(first.metadata)}::jsonb, ${first.state}, ${first.state === "Scheduled" ? at : null}::timestamptz)`.pipe(Effect.asVoid)
+    }
     const arrays: Array<Statement.Fragment> = [sql`${rows.map((r) => r.id)}::text[]`, sql`${rows.map((r) => JSON.stringify(r.payload))}::jsonb[]`]
     const names = ["id", "payload"]
     const column = <A>(name: string, type: string, get: (r: NewJob) => A, wire: (a: A) => unknown): Statement.Fragment => {
