@@ -68,9 +68,10 @@ const chunks = <A>(rows: ReadonlyArray<A>, size: number): Array<ReadonlyArray<A>
 
 /**
  * Rows per insert statement. Every chunk is a handful of array parameters whatever its size, so the
- * protocol's parameter limit never bites; larger chunks measured no faster (see bench/README.md).
+ * protocol's parameter limit never bites. On bulks of 10^5 jobs, 5,000 rows a statement measured faster
+ * than 2,000 (noisy, shared machine); a bulk of up to 5,000 is one statement, without a transaction.
  */
-export const insertChunk = 2000
+export const insertChunk = 5000
 
 const fail = (operation: string) => (cause: unknown) => new StoreError({ operation, cause })
 
