@@ -4,7 +4,7 @@
  *   npm run bench                       (from the repository root: installs bench deps, runs all)
  *   BENCH_SCALE=0.2 npm run bench       quick run: job counts scaled down
  *   BENCH_ROUNDS=5                      alternating rounds per scenario (default 3)
- *   BENCH_ONLY=2,6                      only some scenarios
+ *   BENCH_ONLY=2,6                      only some scenarios (8: producers)
  *   DATABASE_URL=postgres://...         use that server (default: an embedded one)
  *
  * Every measured run gets a fresh database. Within a scenario the systems run alternately, the order
@@ -18,7 +18,7 @@ import pg from "pg"
 import { connectionsTo, serverVersion, startServer, withFreshDatabase } from "./lib/server.js"
 import { fmt, median, percentile } from "./lib/stats.js"
 import { type Panel, render } from "./lib/svg.js"
-import type { BacklogResult, BacklogSpec } from "./systems/common.js"
+import type { BacklogResult, BacklogSpec, ProducerResult, ProducerSpec } from "./systems/common.js"
 import * as graphile from "./systems/graphile.js"
 import * as pgboss from "./systems/pgboss.js"
 import * as warp from "./systems/warp.js"
@@ -360,6 +360,59 @@ const runOn = async (kind: "fast" | "durable") => {
       }
       if (!multiplexAvailable) rows.push({ scenario: "7 connections", system: "multiplex mode", metric: "—", value: "not in this tree" })
       panels.push({ title: `7. PostgreSQL connections while ${slots.toLocaleString("en-US")} slots are held in one process`, unit: "backends", better: "lower", bars })
+    }
+
+    // 8. producers
+    if (enabled("8")) {
+      const producerSystems = { "warp-effect": warp.producers, "graphile-worker": graphile.producers, "pg-boss": pgboss.producers } as const
+      type Producer = keyof typeof producerSystems
+      const cases: ReadonlyArray<{ readonly label: string; readonly spec: ProducerSpec; readonly rounds?: number }> = [
+        { label: "single, 1 producer", spec: { mode: "single", jobs: scaled(3_000), producers: 1, batch: 1 } },
+        { label: "single, 8 producers", spec: { mode: "single", jobs: scaled(3_000), producers: 8, batch: 1 } },
+        { label: "single keyed, 8 producers", spec: { mode: "single", jobs: scaled(3_000), producers: 8, batch: 1, keyed: true } },
+        { label: `bulk of ${scaled(3_000).toLocaleString("en-US")}, one call`, spec: { mode: "bulk", jobs: scaled(3_000), producers: 1, batch: scaled(3_000) } },
+        { label: `bulk of ${scaled(100_000).toLocaleString("en-US")}, one call`, spec: { mode: "bulk", jobs: scaled(100_000), producers: 1, batch: scaled(100_000) } },
+        { label: `backlog of ${scaled(1_000_000).toLocaleString("en-US")}, calls of 10,000`, spec: { mode: "bulk", jobs: scaled(1_000_000), producers: 1, batch: 10_000 }, rounds: 1 }
+      ]
+      const bars: Array<Panel["bars"][number]> = []
+      const perCase: Record<string, unknown> = {}
+      for (const c of cases) {
+        log(`8. producers: ${c.label} (${c.spec.jobs} jobs)`)
+        const res = await alternate(
+          Object.keys(producerSystems) as Array<Producer>,
+          (s) =>
+            withFreshDatabase(server.url, (url) => producerSystems[s](url, c.spec)).then((r: ProducerResult) => {
+              log(`   ${s}: ${fmt(r.jobs / (r.elapsedMs / 1000))} jobs/s (${(r.elapsedMs / 1000).toFixed(2)} s), rows ${r.rows}, row writes per job ${fmt((r.db.tupIns + r.db.tupUpd) / r.jobs)}`)
+              if (r.rows !== r.jobs) throw new Error(`${s} wrote ${r.rows} rows for ${r.jobs} jobs`)
+              return r
+            }),
+          c.rounds ?? ROUNDS
+        )
+        perCase[c.label] = Object.fromEntries(res)
+        const rate = (s: Producer) => median(res.get(s)!.map((r) => r.jobs / (r.elapsedMs / 1000)))
+        const secs = (s: Producer) => median(res.get(s)!.map((r) => r.elapsedMs / 1000))
+        const best = Math.min(secs("graphile-worker"), secs("pg-boss"))
+        for (const s of Object.keys(producerSystems) as Array<Producer>) {
+          const writes = median(res.get(s)!.map((r) => (r.db.tupIns + r.db.tupUpd) / r.jobs))
+          const ours = s === "warp-effect"
+          const isBacklog = c.label.startsWith("backlog")
+          const isBulk = c.spec.mode === "bulk" && !isBacklog
+          rows.push({
+            scenario: `8 producers, ${c.label}`,
+            system: s,
+            metric: isBacklog ? "s; row writes per job" : "jobs/s; row writes per job",
+            value: `${isBacklog ? fmt(secs(s)) : fmt(rate(s))}; ${fmt(writes)}`,
+            ...(ours && isBulk ? { ratio: fmt(rate(s) / rate("graphile-worker")), goal: "≥ 1.0× graphile addJobs", met: rate(s) >= rate("graphile-worker") } : {}),
+            ...(ours && isBacklog ? { ratio: fmt(secs(s) / best), goal: "≤ 1.0× best peer's time", met: secs(s) <= best } : {})
+          })
+          if (ours && isBulk) goals.push({ goal: `8. ${c.label}: ≥ 1.0× graphile-worker addJobs`, measured: `${fmt(rate(s) / rate("graphile-worker"))}×`, met: rate(s) >= rate("graphile-worker") })
+          if (ours && isBacklog) goals.push({ goal: `8. ${c.label}: ≤ 1.0× the best peer's time`, measured: `${fmt(secs(s))} s vs ${fmt(best)} s`, met: secs(s) <= best })
+          if (ours && c.spec.mode === "bulk") goals.push({ goal: `8. ${c.label}: 1 row write per enqueued job`, measured: fmt(writes), met: writes <= 1 })
+          if (!isBacklog) bars.push({ label: `${s}, ${c.label}`, value: rate(s), note: fmt(rate(s)), ours })
+        }
+      }
+      raw["8"] = perCase
+      panels.push({ title: "8. Producers: enqueue throughput into an empty queue", unit: "jobs/s", bars })
     }
   } finally {
     await server.stop()

@@ -52,3 +52,36 @@ export const make = internal.make
  * @category layers
  */
 export const layer = internal.layer
+
+/**
+ * The parameters of a batch: one `JobParameters` for every item, or one per item.
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export type BatchParameters<A> = internal.BatchParameters<A>
+
+/**
+ * An item of a batch was refused (its payload, its parameters or its date); nothing of the batch was
+ * written. Names the item's index and carries the item's own error as `cause`.
+ *
+ * @since 0.2.0
+ * @category errors
+ */
+export const InvalidBatchItem = internal.InvalidBatchItem
+
+/**
+ * An item of a batch was refused; nothing of the batch was written.
+ *
+ * @since 0.2.0
+ * @category errors
+ */
+export type InvalidBatchItem = internal.InvalidBatchItem
+
+/**
+ * What a batch enqueue can fail with.
+ *
+ * @since 0.2.0
+ * @category errors
+ */
+export type BatchPublishError = internal.BatchPublishError

@@ -129,7 +129,7 @@ const EXPECTED = {
     "NewJob",
     "Outcome",
     "Pipeline", "Pipeline.Addon", "Pipeline.AddonServices", "Pipeline.Behavior",
-    "Publisher", "Publisher.PublishError", "Publisher.Publisher", "Publisher.PublisherService", "Publisher.layer", "Publisher.make",
+    "Publisher", "Publisher.BatchParameters", "Publisher.BatchPublishError", "Publisher.InvalidBatchItem", "Publisher.PublishError", "Publisher.Publisher", "Publisher.PublisherService", "Publisher.layer", "Publisher.make",
     "RateLimit",
     "RateLimitAddon", "RateLimitAddon.RateLimitStoreError", "RateLimitAddon.RateLimiter", "RateLimitAddon.RateLimiterService", "RateLimitAddon.addon", "RateLimitAddon.layer", "RateLimitAddon.layerMemory",
     "RateLimitPolicy",

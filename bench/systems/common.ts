@@ -77,3 +77,30 @@ export const waitUntil = async (done: () => boolean, capMs: number, t0 = perform
   while (!done() && performance.now() - t0 < capMs) await sleep(2)
   return performance.now() - t0
 }
+
+/**
+ * A producer run: `jobs` enqueues of a no-op job into an empty queue, nothing working. `single`: one
+ * enqueue per call, `producers` concurrent callers; `bulk`: sequential calls of `batch` jobs each.
+ */
+export interface ProducerSpec {
+  readonly mode: "single" | "bulk"
+  readonly jobs: number
+  readonly producers: number
+  readonly batch: number
+  /** `single` only: give every job a concurrency key (warp `withSemaphore`, graphile `queueName`, pg-boss `group`). */
+  readonly keyed?: boolean
+}
+
+/** What a producer run measured. */
+export interface ProducerResult {
+  readonly jobs: number
+  readonly elapsedMs: number
+  /** Rows of the system's tables after the run (to check every job landed). */
+  readonly rows: number
+  /** Server counters over the enqueue window (pools closed before the read). */
+  readonly db: DbCounters
+}
+
+/** Splits `jobs` into `producers` near-equal shares. */
+export const shares = (jobs: number, producers: number): Array<number> =>
+  Array.from({ length: producers }, (_, p) => Math.floor(jobs / producers) + (p < jobs % producers ? 1 : 0))

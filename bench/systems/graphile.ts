@@ -1,7 +1,7 @@
 /** graphile-worker: per-key serialisation is `queue_name` (one job of a queue runs at a time). */
 import { Logger, makeWorkerUtils, run } from "graphile-worker"
 import { diffCounters, readCounters, withClient } from "../lib/server.js"
-import { type BacklogResult, type BacklogSpec, Holders, waitUntil } from "./common.js"
+import { type BacklogResult, type BacklogSpec, Holders, type ProducerResult, type ProducerSpec, shares, waitUntil } from "./common.js"
 
 export const name = "graphile-worker"
 
@@ -52,4 +52,33 @@ export const backlog = async (url: string, spec: BacklogSpec): Promise<BacklogRe
   // completed jobs are deleted by graphile-worker
   const left = await withClient(url, async (c) => Number((await c.query(`SELECT count(*)::int AS n FROM graphile_worker.jobs`)).rows[0].n))
   return { completed: holders.completed, elapsedMs, maxHolders: holders.max, requeues: 0, succeeded: spec.jobs - left, db: diffCounters(before, after) }
+}
+
+/** Producers: `addJob` one at a time from `spec.producers` callers, or `addJobs` calls of `spec.batch` jobs. */
+export const producers = async (url: string, spec: ProducerSpec): Promise<ProducerResult> => {
+  const setup = await makeWorkerUtils({ connectionString: url, logger: silent })
+  await setup.migrate()
+  await setup.release()
+  const before = await readCounters(url)
+  const utils = await makeWorkerUtils({ connectionString: url, logger: silent })
+  const t0 = performance.now()
+  if (spec.mode === "single") {
+    await Promise.all(
+      shares(spec.jobs, spec.producers).map(async (n, p) => {
+        for (let i = 0; i < n; i++) {
+          await utils.addJob("bench", { i }, spec.keyed === true ? { queueName: `k${(p * n + i) % 100}` } : {})
+        }
+      })
+    )
+  } else {
+    for (let start = 0; start < spec.jobs; start += spec.batch) {
+      const n = Math.min(spec.batch, spec.jobs - start)
+      await utils.addJobs(Array.from({ length: n }, (_, i) => ({ identifier: "bench", payload: { i: start + i } })))
+    }
+  }
+  const elapsedMs = performance.now() - t0
+  await utils.release()
+  const after = await readCounters(url)
+  const rows = await withClient(url, async (c) => Number((await c.query(`SELECT count(*)::int AS n FROM graphile_worker.jobs`)).rows[0].n))
+  return { jobs: spec.jobs, elapsedMs, rows, db: diffCounters(before, after) }
 }

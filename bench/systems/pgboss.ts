@@ -6,7 +6,7 @@
  */
 import { PgBoss } from "pg-boss"
 import { diffCounters, readCounters, withClient } from "../lib/server.js"
-import { type BacklogResult, type BacklogSpec, type DedupeSpec, Holders, sleep, waitUntil } from "./common.js"
+import { type BacklogResult, type BacklogSpec, type DedupeSpec, Holders, type ProducerResult, type ProducerSpec, shares, sleep, waitUntil } from "./common.js"
 
 export const name = "pg-boss"
 
@@ -112,4 +112,35 @@ export const dedupe = async (
   const settleMs = performance.now() - t0
   await b.stop({ graceful: true, close: true, timeout: 10_000 })
   return { runsPerKey, maxHolders: holders.max, enqueueMs, settleMs, accepted, states: {} }
+}
+
+/** Producers: `send` one at a time from `spec.producers` callers, or `insert` calls of `spec.batch` jobs. */
+export const producers = async (url: string, spec: ProducerSpec): Promise<ProducerResult> => {
+  const setup = boss(url, 2)
+  await setup.start()
+  await setup.createQueue(QUEUE)
+  await setup.stop({ graceful: true, close: true })
+  const before = await readCounters(url)
+  const b = boss(url, spec.producers + 2)
+  await b.start()
+  const t0 = performance.now()
+  if (spec.mode === "single") {
+    await Promise.all(
+      shares(spec.jobs, spec.producers).map(async (n, p) => {
+        for (let i = 0; i < n; i++) {
+          await b.send(QUEUE, { i }, spec.keyed === true ? { group: { id: `k${(p * n + i) % 100}` } } : {})
+        }
+      })
+    )
+  } else {
+    for (let start = 0; start < spec.jobs; start += spec.batch) {
+      const n = Math.min(spec.batch, spec.jobs - start)
+      await b.insert(QUEUE, Array.from({ length: n }, (_, i) => ({ data: { i: start + i } })))
+    }
+  }
+  const elapsedMs = performance.now() - t0
+  await b.stop({ graceful: true, close: true })
+  const after = await readCounters(url)
+  const rows = await withClient(url, async (c) => Number((await c.query(`SELECT count(*)::int AS n FROM pgboss.job`)).rows[0].n))
+  return { jobs: spec.jobs, elapsedMs, rows, db: diffCounters(before, after) }
 }

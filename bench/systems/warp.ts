@@ -20,7 +20,7 @@ import * as SemaphoreProviderPg from "../../src/internal/semaphore/SemaphoreProv
 import { JobStore } from "../../src/internal/store/JobStore.js"
 import * as JobStorePg from "../../src/internal/store/JobStorePg.js"
 import { diffCounters, readCounters, withClient } from "../lib/server.js"
-import { type BacklogResult, type BacklogSpec, type DedupeSpec, Holders, sleep, waitUntil } from "./common.js"
+import { type BacklogResult, type BacklogSpec, type DedupeSpec, Holders, type ProducerResult, type ProducerSpec, shares, sleep, waitUntil } from "./common.js"
 
 export const name = "warp-effect"
 
@@ -253,4 +253,43 @@ export const connectionsWhileHolding = async (
     }).pipe(Effect.scoped, Effect.provide(pgLayer(url, spec.slots + 20)))
   )
   return { held, during, acquireMs }
+}
+
+/**
+ * Producers through the public Publisher: `enqueue` one at a time from `spec.producers` fibers, or
+ * `enqueueMany` calls of `spec.batch` jobs. The counters are read after the pool is closed.
+ */
+export const producers = async (url: string, spec: ProducerSpec): Promise<ProducerResult> => {
+  const handlers = [handlerOf(new Holders(), 0)]
+  // migrate (and build the pool) outside the window
+  await Effect.runPromise(Effect.void.pipe(Effect.provide(env(url, handlers, false, 2))))
+  const before = await readCounters(url)
+  let elapsedMs = 0
+  await Effect.runPromise(
+    Effect.gen(function* () {
+      const publisher = yield* Publisher.Publisher
+      const t0 = performance.now()
+      if (spec.mode === "single") {
+        yield* Effect.forEach(
+          shares(spec.jobs, spec.producers),
+          (n, p) =>
+            Effect.forEach(
+              Array.from({ length: n }, (_, i) => i),
+              (i) => publisher.enqueue(BenchJob, { i }, spec.keyed === true ? JobParameters.make().withSemaphore(`k${(p * n + i) % 100}`, 1, "Wait") : undefined),
+              { discard: true }
+            ),
+          { concurrency: "unbounded", discard: true }
+        )
+      } else {
+        for (let start = 0; start < spec.jobs; start += spec.batch) {
+          const n = Math.min(spec.batch, spec.jobs - start)
+          yield* publisher.enqueueMany(BenchJob, Array.from({ length: n }, (_, i) => ({ i: start + i })))
+        }
+      }
+      elapsedMs = performance.now() - t0
+    }).pipe(Effect.provide(env(url, handlers, false, spec.producers + 2)))
+  )
+  const after = await readCounters(url)
+  const rows = await withClient(url, async (c) => Number((await c.query(`SELECT count(*)::int AS n FROM warp_jobs`)).rows[0].n))
+  return { jobs: spec.jobs, elapsedMs, rows, db: diffCounters(before, after) }
 }

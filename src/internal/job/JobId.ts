@@ -4,7 +4,22 @@
  *
  * @since 0.1.0
  */
-import { randomBytes } from "node:crypto"
+import { randomFillSync } from "node:crypto"
+
+// random bytes are drawn 4 KiB at a time: one `randomBytes(16)` call per id cost more than the rest of
+// an enqueue's CPU work in a bulk enqueue
+const pool = Buffer.alloc(4096)
+let poolAt = pool.length
+
+const random16 = (): Buffer => {
+  if (poolAt + 16 > pool.length) {
+    randomFillSync(pool)
+    poolAt = 0
+  }
+  const b = Buffer.from(pool.subarray(poolAt, poolAt + 16))
+  poolAt += 16
+  return b
+}
 
 let lastMs = 0
 let seq = 0
@@ -23,7 +38,7 @@ export const make = (): string => {
     lastMs = ms
     seq = 0
   }
-  const b = randomBytes(16)
+  const b = random16()
   b.writeUIntBE(ms, 0, 6)
   b[6] = 0x70 | ((seq >> 8) & 0x0f)
   b[7] = seq & 0xff

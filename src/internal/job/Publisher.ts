@@ -8,6 +8,7 @@
  */
 import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
+import * as Data from "effect/Data"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
@@ -30,7 +31,47 @@ import { Registry } from "./Registry.js"
 /** Errors of publishing. */
 export type PublishError = InvalidPayload | InvalidPolicy | InvalidArgument.InvalidArgument | StoreError
 
-/** The publisher service. */
+/**
+ * The parameters of a batch: one `JobParameters` for every item, or a function giving each item its
+ * own (build them on a shared base to have both: `(p) => base.withMutex(p.key)`).
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export type BatchParameters<A> = JobParameters | ((payload: A, index: number) => JobParameters)
+
+/**
+ * An item of a batch that cannot be published: its payload does not match the contract's schema, or
+ * its parameters are invalid. Nothing of the batch was written.
+ *
+ * @since 0.2.0
+ * @category errors
+ */
+export class InvalidBatchItem extends Data.TaggedError("InvalidBatchItem")<{
+  /** The contract's name. */
+  readonly type: string
+  /** The item's position in the batch (0-based). */
+  readonly index: number
+  /** Why the item was rejected. */
+  readonly cause: InvalidPayload | InvalidPolicy | InvalidArgument.InvalidArgument
+  readonly message: string
+}> {}
+
+/**
+ * Errors of publishing a batch: an invalid item (named by its index), the batch's own invalid
+ * parameters, or the store's error (nothing written).
+ *
+ * @since 0.2.0
+ * @category errors
+ */
+export type BatchPublishError = InvalidBatchItem | InvalidPolicy | InvalidArgument.InvalidArgument | StoreError
+
+/**
+ * The publisher service. Every operation is one write of the store (a batch: of each of its chunks, in
+ * one transaction); on the PostgreSQL store it joins the caller's `SqlClient.withTransaction`, so the
+ * jobs become visible to workers only when that transaction commits, and a rollback or an interruption
+ * publishes nothing.
+ */
 export interface PublisherService {
   /** Enqueues a job to run as soon as a worker is free; returns its id. */
   readonly enqueue: <A, I>(contract: JobContract<string, A, I>, payload: A, params?: JobParameters) => Effect.Effect<string, PublishError>
@@ -38,6 +79,42 @@ export interface PublisherService {
   readonly schedule: <A, I>(contract: JobContract<string, A, I>, payload: A, at: Date, params?: JobParameters) => Effect.Effect<string, PublishError>
   /** Publishes a message: one child job per registered handler; returns the child ids. */
   readonly publish: <A, I>(contract: MessageContract<string, A, I>, payload: A, params?: JobParameters) => Effect.Effect<ReadonlyArray<string>, PublishError>
+  /**
+   * Enqueues many jobs of one contract in one call; returns their ids in the order of `payloads`.
+   * Every payload is encoded and every item's parameters checked before anything is written: an
+   * invalid item fails the whole batch with {@link InvalidBatchItem}. Metadata and stamping are those
+   * of `enqueue`, item by item.
+   *
+   * @since 0.2.0
+   */
+  readonly enqueueMany: <A, I>(
+    contract: JobContract<string, A, I>,
+    payloads: Iterable<A>,
+    params?: BatchParameters<A>
+  ) => Effect.Effect<ReadonlyArray<string>, BatchPublishError>
+  /**
+   * Schedules many jobs of one contract to run at `at` (an item's own time if a function); returns
+   * their ids in order. Validation as {@link PublisherService.enqueueMany}.
+   *
+   * @since 0.2.0
+   */
+  readonly scheduleMany: <A, I>(
+    contract: JobContract<string, A, I>,
+    payloads: Iterable<A>,
+    at: Date | ((payload: A, index: number) => Date),
+    params?: BatchParameters<A>
+  ) => Effect.Effect<ReadonlyArray<string>, BatchPublishError>
+  /**
+   * Publishes many messages of one contract; returns each message's child ids, in order. Validation
+   * as {@link PublisherService.enqueueMany}.
+   *
+   * @since 0.2.0
+   */
+  readonly publishMany: <A, I>(
+    contract: MessageContract<string, A, I>,
+    payloads: Iterable<A>,
+    params?: BatchParameters<A>
+  ) => Effect.Effect<ReadonlyArray<ReadonlyArray<string>>, BatchPublishError>
 }
 
 /** The publisher tag. */
@@ -104,6 +181,59 @@ const traced =
       Effect.withSpan(name, { kind: "producer", attributes: { [Telemetry.attributes.jobType]: type } })
     )
 
+/** A producer span of a batch, with the job type and the number of jobs written. */
+const tracedBatch =
+  (name: string, type: string) =>
+  <A extends ReadonlyArray<unknown>, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+    self.pipe(
+      Effect.tap((ids) => Effect.annotateCurrentSpan("warp.batch.size", ids.length)),
+      Effect.withSpan(name, { kind: "producer", attributes: { [Telemetry.attributes.jobType]: type } })
+    )
+
+/** One checked item of a batch: the encoded payload and its parameters. */
+interface BatchItem {
+  readonly encoded: unknown
+  readonly params: JobParameters
+}
+
+/**
+ * Encodes every payload and checks every item's parameters, before anything is written; fails on the
+ * first invalid item, naming it.
+ */
+const checkBatch = <A, I>(
+  entry: string,
+  contract: JobContract<string, A, I> | MessageContract<string, A, I>,
+  payloads: ReadonlyArray<A>,
+  params: BatchParameters<A>
+): Effect.Effect<ReadonlyArray<BatchItem>, BatchPublishError> =>
+  typeof params !== "function" && params.error !== undefined
+    ? Effect.fail(params.error)
+    : Effect.forEach(payloads, (payload, index) => {
+        const own = typeof params === "function" ? params(payload, index) : params
+        const invalid = (cause: InvalidPayload | InvalidPolicy | InvalidArgument.InvalidArgument) =>
+          new InvalidBatchItem({ type: contract.name, index, cause, message: `Item ${index} of ${contract.name}: ${cause.message}` })
+        if (own.error !== undefined) return Effect.fail(invalid(own.error))
+        return encodePayload(entry, contract, payload).pipe(
+          Effect.mapBoth({ onFailure: invalid, onSuccess: (encoded): BatchItem => ({ encoded, params: own }) })
+        )
+      })
+
+/**
+ * The encoded metadata of a batch's items, computed once per distinct `JobParameters` (a batch with
+ * one parameters value shares one metadata object, which the store sends once).
+ */
+const metadataOf = (contract: JobContract | MessageContract, now: Date, handler: AnyHandler | undefined) => {
+  const cache = new Map<JobParameters, unknown>()
+  return (params: JobParameters): unknown => {
+    let m = cache.get(params)
+    if (m === undefined) {
+      m = JobMetadata.encode(publishMetadata(contract, params, now, handler))
+      cache.set(params, m)
+    }
+    return m
+  }
+}
+
 /** Builds the publisher on the `JobStore` and `Registry` in context. */
 export const make = Effect.gen(function* () {
   const store = yield* JobStore
@@ -135,6 +265,44 @@ export const make = Effect.gen(function* () {
       return id
     })
 
+  const insertMany = <A, I>(
+    contract: JobContract<string, A, I>,
+    payloads: Iterable<A>,
+    at: Date | ((payload: A, index: number) => Date) | undefined,
+    params: BatchParameters<A>
+  ) =>
+    Effect.gen(function* () {
+      const list = Array.from(payloads)
+      const entry = at === undefined ? "Publisher.enqueueMany" : "Publisher.scheduleMany"
+      const items = yield* checkBatch(entry, contract, list, params)
+      // every item's date is checked before anything is written, like its payload
+      const dates = list.map((payload, i) => (typeof at === "function" ? at(payload, i) : at))
+      const badDate = dates.findIndex((d) => d !== undefined && !(d instanceof Date && Number.isFinite(d.getTime())))
+      if (badDate >= 0) {
+        const cause = InvalidArgument.make(entry, "at", dates[badDate], "must be a valid Date")
+        return yield* Effect.fail(
+          new InvalidBatchItem({ type: contract.name, index: badDate, cause, message: `Item ${badDate} of ${contract.name}: ${cause.message}` })
+        )
+      }
+      const now = new Date(yield* Clock.currentTimeMillis)
+      const metadata = metadataOf(contract, now, Option.getOrUndefined(registry.lookup(contract.name, null))?.handler)
+      const rows = items.map((item, i) => {
+        const when = dates[i]
+        const scheduled = when !== undefined && when.getTime() > now.getTime()
+        return {
+          id: JobId.make(),
+          type: contract.name,
+          handler: null,
+          payload: item.encoded,
+          state: scheduled ? ("Scheduled" as const) : ("Enqueued" as const),
+          scheduleTime: scheduled ? when : now,
+          metadata: metadata(item.params)
+        }
+      })
+      yield* store.insert(rows)
+      return rows.map((r) => r.id)
+    })
+
   const service: PublisherService = {
     enqueue: (contract, payload, params = JobParameters.make()) =>
       insertOne(contract, payload, undefined, params).pipe(traced(Telemetry.spans.enqueue, contract.name)),
@@ -156,7 +324,30 @@ export const make = Effect.gen(function* () {
         }))
         yield* store.insert(rows)
         return rows.map((r) => r.id)
-      }).pipe(traced(Telemetry.spans.publish, contract.name))
+      }).pipe(traced(Telemetry.spans.publish, contract.name)),
+    enqueueMany: (contract, payloads, params = JobParameters.make()) =>
+      insertMany(contract, payloads, undefined, params).pipe(tracedBatch(Telemetry.spans.enqueue, contract.name)),
+    scheduleMany: (contract, payloads, at, params = JobParameters.make()) =>
+      insertMany(contract, payloads, at, params).pipe(tracedBatch(Telemetry.spans.enqueue, contract.name)),
+    publishMany: (contract, payloads, params = JobParameters.make()) =>
+      Effect.gen(function* () {
+        const items = yield* checkBatch("Publisher.publishMany", contract, Array.from(payloads), params)
+        const now = new Date(yield* Clock.currentTimeMillis)
+        const handlers = registry.messageHandlers(contract.name).map((r) => ({ name: r.handler.name, metadata: metadataOf(contract, now, r.handler) }))
+        const children = items.map((item) =>
+          handlers.map((h) => ({
+            id: JobId.make(),
+            type: contract.name,
+            handler: h.name,
+            payload: item.encoded,
+            state: "Enqueued" as const,
+            scheduleTime: now,
+            metadata: h.metadata(item.params)
+          }))
+        )
+        yield* store.insert(children.flat())
+        return children.map((rows) => rows.map((r) => r.id))
+      }).pipe(tracedBatch(Telemetry.spans.publish, contract.name))
   }
   return service
 })

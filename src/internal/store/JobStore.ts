@@ -61,7 +61,11 @@ export interface JobPage {
 
 /** The job store. */
 export interface JobStoreService {
-  /** Inserts rows (all or none), with an `Enqueued`/`Scheduled` audit entry each. */
+  /**
+   * Inserts rows (all or none), each with an `Enqueued`/`Scheduled` creation entry first in its audit
+   * trail (`JobStorePg` derives that entry from the row: one row write per job). Inside the caller's
+   * `SqlClient.withTransaction`, the PostgreSQL store's write joins that transaction.
+   */
   readonly insert: (rows: ReadonlyArray<NewJob>) => Effect.Effect<void, StoreError>
   /**
    * Claims up to `limit` due rows (pending with ScheduleTime <= now, or Processing with an expired

@@ -2,16 +2,19 @@
  * The PostgreSQL job store (@effect/sql-pg). Each operation is one SQL statement: claims use
  * `FOR UPDATE SKIP LOCKED`, and an attempt's finalizing write updates the row, appends the audit
  * entry and bumps the counters in one round trip. Fifo-mode rows are claimed in submission order per
- * key (see `JobStoreService.fetch`).
+ * key (see `JobStoreService.fetch`). An insert of more than `insertChunk` rows is one statement per
+ * chunk, all in one transaction (a savepoint inside the caller's). Every statement runs on the
+ * `SqlClient` in context, so inside the caller's `withTransaction` it joins that transaction.
  *
  * @since 0.1.0
  */
 import * as SqlClient from "@effect/sql/SqlClient"
+import type * as Statement from "@effect/sql/Statement"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
-import { Job, type JobLog } from "../job/Job.js"
+import { Job, type JobLog, type NewJob } from "../job/Job.js"
 import { JobState } from "../job/JobState.js"
 import { counterOf, logOf, stateOf } from "../job/Outcome.js"
 import { claimOrder, counterKeys, emptyCounts, isStorableId, isWindow, JobStore, type JobStoreService } from "./JobStore.js"
@@ -42,6 +45,34 @@ export const rowToJob = (r: any): Job =>
     true
   )
 
+/**
+ * The creation entry of a row's audit trail, derived from the row (`origin`, `origin_for`,
+ * `created_at`); undefined for a row inserted before migration 0004, whose entry is a log row.
+ */
+export const originEntry = (r: any): JobLog | undefined =>
+  r.origin === "Scheduled" || r.origin === "Enqueued"
+    ? {
+        jobId: r.id,
+        at: new Date(r.created_at),
+        kind: r.origin,
+        message: r.origin === "Scheduled" ? `Scheduled for ${new Date(r.origin_for).toISOString().replace(/\.\d{3}Z$/, "Z")}` : "Enqueued"
+      }
+    : undefined
+
+/** Splits `rows` into chunks of at most `size`. */
+const chunks = <A>(rows: ReadonlyArray<A>, size: number): Array<ReadonlyArray<A>> => {
+  const out: Array<ReadonlyArray<A>> = []
+  for (let i = 0; i < rows.length; i += size) out.push(rows.slice(i, i + size))
+  return out
+}
+
+/**
+ * Rows per insert statement. Every chunk is a handful of array parameters whatever its size, so the
+ * protocol's parameter limit never bites. On bulks of 10^5 jobs, 5,000 rows a statement measured faster
+ * than 2,000 (noisy, shared machine); a bulk of up to 5,000 is one statement, without a transaction.
+ */
+export const insertChunk = 5000
+
 const fail = (operation: string) => (cause: unknown) => new StoreError({ operation, cause })
 
 /** Builds the PostgreSQL store on the `SqlClient` in context. */
@@ -49,24 +80,52 @@ export const make = Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
   const locks = yield* SemaphoreProviderPg.make()
 
+  /**
+   * One statement for a chunk: one `warp_jobs` row per job and no audit row (the creation entry is
+   * derived from `origin` / `origin_for` / `created_at`, see `get`). Columns alike across the chunk (a
+   * batch of one contract: type, handler, state, ScheduleTime, usually metadata) are sent once as
+   * scalars; the others as arrays that `unnest` turns into rows in one set operation.
+   */
+  const insertRows = (rows: ReadonlyArray<NewJob>) => {
+    const first = rows[0]!
+    if (rows.length === 1) {
+      // a single enqueue: plain VALUES, no arrays to build and parse
+      const at = first.scheduleTime.toISOString()
+      return sql`
+        INSERT INTO warp_jobs (id, type, handler, payload, state, schedule_time, metadata, origin, origin_for)
+        VALUES (${first.id}, ${first.type}, ${first.handler}, ${JSON.stringify(first.payload)}::jsonb, ${first.state}, ${at}::timestamptz,
+                ${JSON.stringify(first.metadata)}::jsonb, ${first.state}, ${first.state === "Scheduled" ? at : null}::timestamptz)`.pipe(Effect.asVoid)
+    }
+    const arrays: Array<Statement.Fragment> = [sql`${rows.map((r) => r.id)}::text[]`, sql`${rows.map((r) => JSON.stringify(r.payload))}::jsonb[]`]
+    const names = ["id", "payload"]
+    const column = <A>(name: string, type: string, get: (r: NewJob) => A, wire: (a: A) => unknown): Statement.Fragment => {
+      const v = get(first)
+      if (rows.every((r) => get(r) === v)) return sql`${wire(v)}::${sql.literal(type)}`
+      arrays.push(sql`${rows.map((r) => wire(get(r)))}::${sql.literal(type)}[]`)
+      names.push(name)
+      return sql`x.${sql.literal(name)}`
+    }
+    const type = column("type", "text", (r) => r.type, (a) => a)
+    const handler = column("handler", "text", (r) => r.handler, (a) => a)
+    const state = column("state", "text", (r) => r.state, (a) => a)
+    const scheduleTime = column("schedule_time", "timestamptz", (r) => r.scheduleTime.getTime(), (ms) => new Date(ms).toISOString())
+    const metadata = column("metadata", "jsonb", (r) => (r.metadata === first.metadata ? first.metadata : JSON.stringify(r.metadata)), (m) =>
+      typeof m === "string" ? m : JSON.stringify(m))
+    return sql`
+      INSERT INTO warp_jobs (id, type, handler, payload, state, schedule_time, metadata, origin, origin_for)
+      SELECT x.id, ${type}, ${handler}, x.payload, ${state}, ${scheduleTime}, ${metadata}, ${state},
+             CASE WHEN ${state} = 'Scheduled' THEN ${scheduleTime} END
+      FROM unnest(${sql.csv(arrays)}) AS x(${sql.literal(names.join(", "))})`.pipe(Effect.asVoid)
+  }
+
   const service: JobStoreService = {
     insert: (rows) =>
       rows.length === 0
         ? Effect.void
-        : sql`
-          WITH j AS (
-            INSERT INTO warp_jobs (id, type, handler, payload, state, schedule_time, metadata)
-            SELECT x.id, x.type, x.handler, x.payload, x.state, x.schedule_time, x.metadata
-            FROM jsonb_to_recordset(${JSON.stringify(
-              rows.map((r) => ({ ...r, schedule_time: r.scheduleTime.toISOString() }))
-            )}::jsonb) AS x(id text, type text, handler text, payload jsonb, state text, schedule_time timestamptz, metadata jsonb)
-            RETURNING id, state, schedule_time
-          )
-          INSERT INTO warp_job_logs (job_id, kind, message)
-          SELECT id, state, CASE WHEN state = 'Scheduled' THEN 'Scheduled for ' || to_char(schedule_time AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') ELSE 'Enqueued' END FROM j`.pipe(
-            Effect.asVoid,
-            Effect.mapError(fail("insert"))
-          ),
+        : (rows.length <= insertChunk
+            ? insertRows(rows)
+            : sql.withTransaction(Effect.forEach(chunks(rows, insertChunk), insertRows, { discard: true }))
+          ).pipe(Effect.mapError(fail("insert"))),
 
     fetch: (workerId, limit, lease, hint = { contended: [] }) =>
       Effect.suspend(() => {
@@ -248,9 +307,12 @@ export const make = Effect.gen(function* () {
         const rows = yield* sql`SELECT * FROM warp_jobs WHERE id = ${id}`
         if (rows.length === 0) return Option.none()
         const logs = yield* sql`SELECT job_id, at, kind, message FROM warp_job_logs WHERE job_id = ${id} ORDER BY id`
+        const created = originEntry(rows[0])
         return Option.some({
           job: rowToJob(rows[0]),
-          logs: logs.map((l: any): JobLog => ({ jobId: l.job_id, at: new Date(l.at), kind: l.kind, message: l.message }))
+          logs: (created === undefined ? [] : [created]).concat(
+            logs.map((l: any): JobLog => ({ jobId: l.job_id, at: new Date(l.at), kind: l.kind, message: l.message }))
+          )
         })
       }).pipe(Effect.mapError(fail("get"))),
 

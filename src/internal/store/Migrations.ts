@@ -15,6 +15,7 @@ import concurrency0001 from "../../../migrations/concurrency/0001_warp_concurren
 import core0001 from "../../../migrations/core/0001_warp_jobs.js"
 import core0002 from "../../../migrations/core/0002_warp_policy_state.js"
 import core0003 from "../../../migrations/core/0003_warp_jobs_fifo.js"
+import core0004 from "../../../migrations/core/0004_warp_jobs_origin.js"
 
 const run = (migrations: Record<string, Effect.Effect<void, unknown, SqlClient.SqlClient>>, table: string) =>
   Migrator.make({})({ loader: Migrator.fromRecord(migrations), table })
@@ -24,7 +25,12 @@ export type MigrationRun = Effect.Effect<ReadonlyArray<readonly [number, string]
 
 /** Creates or upgrades the core tables (`warp_jobs`, `warp_job_logs`, `warp_counters`). */
 export const core: MigrationRun = run(
-  { "0001_warp_jobs": core0001, "0002_warp_policy_state": core0002, "0003_warp_jobs_fifo": core0003 },
+  {
+    "0001_warp_jobs": core0001,
+    "0002_warp_policy_state": core0002,
+    "0003_warp_jobs_fifo": core0003,
+    "0004_warp_jobs_origin": core0004
+  },
   "warp_migrations"
 )
 
