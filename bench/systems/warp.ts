@@ -262,7 +262,7 @@ export const connectionsWhileHolding = async (
 export const producers = async (url: string, spec: ProducerSpec): Promise<ProducerResult> => {
   const handlers = [handlerOf(new Holders(), 0)]
   // migrate (and build the pool) outside the window
-  await Effect.runPromise(Effect.void.pipe(Effect.provide(env(url, handlers, false, 2))))
+  await Effect.runPromise(Effect.void.pipe(Effect.provide(env(url, handlers, 2))))
   const before = await readCounters(url)
   let elapsedMs = 0
   await Effect.runPromise(
@@ -287,7 +287,7 @@ export const producers = async (url: string, spec: ProducerSpec): Promise<Produc
         }
       }
       elapsedMs = performance.now() - t0
-    }).pipe(Effect.provide(env(url, handlers, false, spec.producers + 2)))
+    }).pipe(Effect.provide(env(url, handlers, spec.producers + 2)))
   )
   const after = await readCounters(url)
   const rows = await withClient(url, async (c) => Number((await c.query(`SELECT count(*)::int AS n FROM warp_jobs`)).rows[0].n))
