@@ -237,7 +237,7 @@ const pending = (c: Readonly<Record<JobState, number>>) => c.Enqueued + c.Schedu
  */
 export const run = <const H extends ReadonlyArray<AnyHandler>, E = never, R = never>(
   options: RunOptions<H, E, R>
-): Effect.Effect<RunResult, E | NotSettled, Exclude<Requirements<H[number]> | R, Script>> => {
+): Effect.Effect<RunResult, E | NotSettled, Exclude<Requirements<H[number]> | R, Script | Warp.Services>> => {
   const workerOptions: Omit<Worker.WorkerOptions, "addons"> = {
     concurrency: 4,
     pollInterval: "10 millis",
@@ -346,5 +346,5 @@ export const run = <const H extends ReadonlyArray<AnyHandler>, E = never, R = ne
   }).pipe(
     options.logs === true ? (self) => self : Logger.withMinimumLogLevel(LogLevel.None),
     Effect.provide(TestContext.TestContext)
-  ) as Effect.Effect<RunResult, E | NotSettled, Exclude<Requirements<H[number]> | R, Script>>
+  ) as Effect.Effect<RunResult, E | NotSettled, Exclude<Requirements<H[number]> | R, Script | Warp.Services>>
 }
