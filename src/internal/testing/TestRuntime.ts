@@ -7,11 +7,11 @@
  * @since 0.2.0
  */
 import * as Clock from "effect/Clock"
-import * as Context from "effect/Context"
 import * as Data from "effect/Data"
 import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as FiberRef from "effect/FiberRef"
 import * as Layer from "effect/Layer"
 import * as Logger from "effect/Logger"
 import * as LogLevel from "effect/LogLevel"
@@ -62,33 +62,31 @@ export class NotSettled extends Data.TaggedError("NotSettled")<{
 }
 
 /**
- * The script of a run, provided to handlers by {@link run}: which generated job a job id stands for,
- * and the count of handlers inside per key. Handlers reach it through {@link play}.
- *
- * @since 0.2.0
- * @category services
+ * The script of a run: which generated job a job id stands for, and the count of handlers inside
+ * per key. {@link run} sets it for its worker; {@link play} reads it.
  */
-export class Script extends Context.Tag("warp/testing/Script")<
-  Script,
-  {
-    /** The generated job behind a job id (waits until its enqueue has returned). */
-    readonly jobOf: (jobId: string) => Effect.Effect<WorkloadJob>
-    /** Runs `body` counted as one handler inside `key`. */
-    readonly inside: <A, E, R>(key: string, body: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
-  }
->() {}
+interface Script {
+  /** The generated job behind a job id (waits until its enqueue has returned). */
+  readonly jobOf: (jobId: string) => Effect.Effect<WorkloadJob>
+  /** Runs `body` counted as one handler inside `key`. */
+  readonly inside: <A, E, R>(key: string, body: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
+}
+
+const currentScript = FiberRef.unsafeMake<Script | undefined>(undefined)
 
 /**
- * Plays the generated part of the job `jobId` inside your handler: it counts as one holder of the
- * job's key (for {@link RunResult.maxInside}), waits the job's duration on the clock, then returns,
- * fails with {@link SimulatedFailure} or dies, as generated.
+ * Plays the generated part of the job `jobId` inside your handler (or inside a fake of a service
+ * your handler calls): it counts as one holder of the job's key (for {@link RunResult.maxInside}),
+ * waits the job's duration on the clock, then returns, fails with {@link SimulatedFailure} or dies,
+ * as generated. It dies when called outside {@link run}.
  *
  * @since 0.2.0
  * @category handlers
  */
-export const play = (jobId: string): Effect.Effect<void, SimulatedFailure, Script> =>
+export const play = (jobId: string): Effect.Effect<void, SimulatedFailure> =>
   Effect.gen(function* () {
-    const script = yield* Script
+    const script = yield* FiberRef.get(currentScript)
+    if (script === undefined) return yield* Effect.dieMessage("TestRuntime.play runs only inside TestRuntime.run")
     const job = yield* script.jobOf(jobId)
     const body = Effect.gen(function* () {
       if (job.durationMs > 0) yield* Effect.sleep(job.durationMs)
@@ -230,14 +228,15 @@ const pending = (c: Readonly<Record<JobState, number>>) => c.Enqueued + c.Schedu
  * Runs a workload through your handlers on `Warp.layerMemory` under a fresh `TestClock`: each job
  * is enqueued (through `options.enqueue`) at its arrival offset, the worker runs them, and virtual
  * time advances one poll interval at a time until nothing is pending or processing. Same workload,
- * same handlers: same result. Your handlers may need `Script` (through {@link play}); it is provided.
+ * same handlers: same result. `enqueue` and your handlers get the services `Warp.layerMemory`
+ * provides (`Publisher`, `JobStore`, ...); provide the others they need around the run.
  *
  * @since 0.2.0
  * @category running
  */
 export const run = <const H extends ReadonlyArray<AnyHandler>, E = never, R = never>(
   options: RunOptions<H, E, R>
-): Effect.Effect<RunResult, E | NotSettled, Exclude<Requirements<H[number]> | R, Script | Warp.Services>> => {
+): Effect.Effect<RunResult, E | NotSettled, Exclude<Requirements<H[number]> | R, Warp.Services>> => {
   const workerOptions: Omit<Worker.WorkerOptions, "addons"> = {
     concurrency: 4,
     pollInterval: "10 millis",
@@ -259,7 +258,7 @@ export const run = <const H extends ReadonlyArray<AnyHandler>, E = never, R = ne
         if (d !== undefined) return Effect.succeed(d)
         return Effect.tap(Deferred.make<WorkloadJob>(), (made) => Effect.sync(() => known.set(id, made)))
       })
-    const script: Context.Tag.Service<Script> = {
+    const script: Script = {
       jobOf: (id) =>
         Effect.flatMap(slot(id), Deferred.await).pipe(
           Effect.tap(() => Effect.sync(() => runs.set(id, (runs.get(id) ?? 0) + 1)))
@@ -280,7 +279,7 @@ export const run = <const H extends ReadonlyArray<AnyHandler>, E = never, R = ne
       worker: workerOptions,
       globals: options.globals,
       semaphoreProvider: provider
-    }).pipe(Layer.provideMerge(Layer.succeed(Script, script)))
+    })
 
     const body = Effect.gen(function* () {
       const start = yield* Clock.currentTimeMillis
@@ -342,9 +341,9 @@ export const run = <const H extends ReadonlyArray<AnyHandler>, E = never, R = ne
         elapsedMs: end - start
       } satisfies RunResult
     })
-    return yield* Effect.scoped(body).pipe(Effect.provide(warp))
+    return yield* Effect.scoped(body).pipe(Effect.provide(warp), Effect.locally(currentScript, script))
   }).pipe(
     options.logs === true ? (self) => self : Logger.withMinimumLogLevel(LogLevel.None),
     Effect.provide(TestContext.TestContext)
-  ) as Effect.Effect<RunResult, E | NotSettled, Exclude<Requirements<H[number]> | R, Script | Warp.Services>>
+  ) as Effect.Effect<RunResult, E | NotSettled, Exclude<Requirements<H[number]> | R, Warp.Services>>
 }
