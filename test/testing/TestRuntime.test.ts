@@ -15,7 +15,7 @@ import { describe, expect, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as fc from "effect/FastCheck"
 import * as Schema from "effect/Schema"
-import { Contract, Handler, JobParameters, Publisher } from "warp-effect"
+import { Contract, Handler, JobParameters, Publisher, Retry } from "warp-effect"
 import { TestRuntime, Workload } from "warp-effect/testing"
 import { cancelledText, requeuedText } from "../../src/internal/concurrency/ConcurrencyBehavior.js"
 
@@ -164,6 +164,28 @@ describe("TestRuntime: catching a broken policy", () => {
     Effect.gen(function* () {
       const result = yield* Effect.promise(() => fc.check(property(Workload.parameters), { numRuns: 30, seed: 42 }))
       expect(result.failed, String(result.counterexample)).toBe(false)
+    }))
+})
+
+describe("TestRuntime: retries in virtual time", () => {
+  const Flaky = Contract.job("Flaky", Schema.Struct({}), { policy: [Retry(3, { initialDelay: "100 millis" })] })
+  const flaky = Handler.job(Flaky, (_, attempt) => TestRuntime.play(attempt.jobId))
+
+  it.effect("a failing job is retried after its backoffs, then ends Failed; each attempt's outcome is reported", () =>
+    Effect.gen(function* () {
+      const run = yield* TestRuntime.run({
+        handlers: [flaky],
+        workload: { keys: [], jobs: [{ index: 0, concurrency: null, durationMs: 10, result: "fail", arrivalMs: 0 }] },
+        enqueue: TestRuntime.enqueueWith(Flaky, () => ({}))
+      })
+      const [job] = run.jobs
+      expect(job!.state).toBe("Failed")
+      expect(job!.runs).toBe(3)
+      expect(job!.outcomes.map((o) => o._tag)).toEqual(["Requeued", "Requeued", "Failed"])
+      expect(job!.outcomes[0]!._tag === "Requeued" && job!.outcomes[0]!.reason).toMatch(/^Retry 2\/3 in /)
+      expect(run.tally).toEqual({ Succeeded: 0, Failed: 1, Deleted: 0, Requeued: 2 })
+      // three runs of 10 ms and two backoffs of at least 100 and 200 ms
+      expect(run.elapsedMs).toBeGreaterThanOrEqual(330)
     }))
 })
 

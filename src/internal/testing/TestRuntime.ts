@@ -301,9 +301,20 @@ export const run = <const H extends ReadonlyArray<AnyHandler>, E = never, R = ne
       )
       const store = yield* JobStore
       let elapsed = 0
+      // the next step: one poll interval, or straight to the next due row when only scheduled rows
+      // (retry backoffs, future schedules) are left, so a backoff of minutes costs a few wake-ups
+      const nextStep = Effect.gen(function* () {
+        const counts = yield* Effect.orDie(store.countByState)
+        if (counts.Enqueued + counts.Processing > 0 || counts.Scheduled === 0) return step
+        const page = yield* Effect.orDie(store.list({ state: "Scheduled", limit: 1000, offset: 0 }))
+        const now = yield* Clock.currentTimeMillis
+        const due = Math.min(...page.rows.map((r) => r.scheduleTime.getTime()))
+        return Math.max(step, Math.ceil((due - now) / step) * step)
+      })
       while (true) {
-        yield* TestClock.adjust(step)
-        elapsed += step
+        const delta = Math.min(yield* nextStep, Math.max(step, budget - elapsed))
+        yield* TestClock.adjust(delta)
+        elapsed += delta
         const done = yield* Deferred.poll(arrived)
         if (Option.isSome(done)) {
           yield* done.value
