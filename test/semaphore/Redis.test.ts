@@ -9,7 +9,7 @@ import * as Scope from "effect/Scope"
 import { Redis } from "ioredis"
 import { SemaphoreProvider } from "../../src/internal/semaphore/SemaphoreProvider.js"
 import { SemaphoreProviderRedis } from "warp-effect/redis"
-import { ProviderContract } from "warp-effect/testing"
+import { ProviderContract } from "warp-effect/testing/vitest"
 import { redisReachable, redisUrl, runPrefix } from "./redis.js"
 
 const reachable = await redisReachable()

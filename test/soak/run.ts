@@ -9,7 +9,7 @@
  *        --provider redis (Redis leases at REDIS_URL, default redis://127.0.0.1:6379) --redis-lease-ms 2000
  * Exits 1 unless every check passed.
  */
-import * as EmbeddedPostgres from "../../src/internal/testing/EmbeddedPostgres.js"
+import { EmbeddedPostgres } from "warp-effect/testing"
 import { defaults, formatSummary, passed, runSoak, type SoakOptions } from "./harness.js"
 
 const args = process.argv.slice(2)

@@ -1,5 +1,5 @@
 import type { TestProject } from "vitest/node"
-import * as EmbeddedPostgres from "../../src/internal/testing/EmbeddedPostgres.js"
+import { EmbeddedPostgres } from "warp-effect/testing"
 
 declare module "vitest" {
   export interface ProvidedContext {

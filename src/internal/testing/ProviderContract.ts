@@ -3,7 +3,7 @@
  * against your own `SemaphoreProvider` Layer:
  *
  * ```ts
- * import { ProviderContract } from "warp-effect/testing"
+ * import { ProviderContract } from "warp-effect/testing/vitest"
  * ProviderContract.suite("my provider", () => MyProvider.layer)
  * ```
  *
@@ -30,7 +30,12 @@ import * as Option from "effect/Option"
 import * as Scope from "effect/Scope"
 import { SemaphoreError, SemaphoreProvider, type Slot } from "../semaphore/SemaphoreProvider.js"
 
-/** Options of the contract suite. */
+/**
+ * Options of the contract suite.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface SuiteOptions {
   /** Per-test timeout in milliseconds (default 30 000). */
   readonly testTimeout?: number
@@ -113,6 +118,9 @@ const stress = (
 /**
  * Registers the provider contract tests for `makeLayer` (called once per test) under a vitest
  * `describe` named after `name`.
+ *
+ * @since 0.1.0
+ * @category testing
  */
 export const suite = <E>(name: string, makeLayer: () => Layer.Layer<SemaphoreProvider, E, never>, options: SuiteOptions = {}): void => {
   const timeout = options.testTimeout ?? 30_000
