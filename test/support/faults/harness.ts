@@ -101,8 +101,10 @@ export interface Scenario {
   readonly faultAfterSucceeded: number
   /** How long the server stays down (restart, failover). */
   readonly downMs: number
-  /** The driver's query and connect timeout in the workers (needed for a stall). */
+  /** The driver's query and connect timeout in the workers. */
   readonly queryTimeoutMs?: number
+  /** The workers close a connection whose server has not answered within this many ms (needed for a stall). */
+  readonly answerTimeoutMs?: number
   /** Bound of the wait for every job to finish after the fault (ms). */
   readonly drainTimeoutMs: number
 }
@@ -227,7 +229,8 @@ const scenario = (s: Scenario, log: (line: string) => void) =>
             graceMs: 5_000,
             pool: s.lanes * 2 + 4,
             recordFile: join(dir, `w${i}.jsonl`),
-            ...(s.queryTimeoutMs === undefined ? {} : { queryTimeoutMs: s.queryTimeoutMs })
+            ...(s.queryTimeoutMs === undefined ? {} : { queryTimeoutMs: s.queryTimeoutMs }),
+            ...(s.answerTimeoutMs === undefined ? {} : { answerTimeoutMs: s.answerTimeoutMs })
           })
         )
       }

@@ -9,6 +9,7 @@
  * Prints `READY` once its worker has started; SIGTERM stops it gracefully.
  */
 import { appendFileSync } from "node:fs"
+import { Socket } from "node:net"
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import * as PgClient from "@effect/sql-pg/PgClient"
 import * as Duration from "effect/Duration"
@@ -42,6 +43,12 @@ export interface OutageWorkerConfig {
   readonly recordFile: string
   /** The driver's `query_timeout` and `connectionTimeoutMillis` (ms), if set. */
   readonly queryTimeoutMs?: number
+  /**
+   * Closes a connection whose server has not answered a request within this many ms (an application-level
+   * keepalive: a half-open path is noticed by the client only this way, TCP keepalives being answered by
+   * whatever holds the other end of the socket). Off if unset.
+   */
+  readonly answerTimeoutMs?: number
 }
 
 /** One line of a record file. */
@@ -82,7 +89,34 @@ const handler = Handler.job(Work, ({ ms }, info) =>
 const url = new URL(config.url)
 if (config.queryTimeoutMs !== undefined) url.searchParams.set("query_timeout", String(config.queryTimeoutMs))
 
+/**
+ * The driver's socket, closed when bytes written to it have waited `ms` for the first byte of an answer
+ * (an idle connection is never closed: nothing is awaited on it). The error carries ETIMEDOUT, like a
+ * TCP keepalive giving up. (Watches `bytesWritten`: net.Socket puts its own `write` back on connect.)
+ */
+const answerWatchdog = (ms: number) => () => {
+  const socket = new Socket()
+  let answered = 0
+  let waitingSince: number | undefined
+  socket.on("data", () => {
+    answered = socket.bytesWritten
+    waitingSince = undefined
+  })
+  const timer = setInterval(() => {
+    const now = Date.now()
+    if (socket.bytesWritten <= answered) return
+    if (waitingSince === undefined) waitingSince = now
+    else if (now - waitingSince > ms) {
+      socket.destroy(Object.assign(new Error(`no answer from the server within ${ms} ms`), { code: "ETIMEDOUT" }))
+    }
+  }, Math.max(10, ms / 8))
+  timer.unref()
+  socket.once("close", () => clearInterval(timer))
+  return socket
+}
+
 const sqlLayer = PgClient.layer({
+  ...(config.answerTimeoutMs === undefined ? {} : { stream: answerWatchdog(config.answerTimeoutMs) }),
   url: Redacted.make(url.toString()),
   maxConnections: config.pool,
   applicationName: config.name,
