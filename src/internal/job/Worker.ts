@@ -225,6 +225,11 @@ export const make = <const A extends ReadonlyArray<Addon<any>> = []>(
       Effect.gen(function* () {
         const now = yield* Effect.either(store.get(job.id))
         const current = now._tag === "Right" && now.right._tag === "Some" ? now.right.value.job : undefined
+        // no later attempt took the job and it is no longer running: an earlier try of this write landed,
+        // only its answer was lost (the connection broke after the statement) — nothing was lost
+        if (current !== undefined && current.attempt <= job.attempt && current.state !== "Processing") {
+          return yield* Effect.logInfo(`${job.id}: result of attempt ${job.attempt} (${outcome._tag}) was written; its acknowledgement was lost`)
+        }
         const rerun = current !== undefined && current.attempt > job.attempt ? `; re-run as attempt ${current.attempt}` : ""
         const text = `Result of attempt ${job.attempt} (${outcome._tag}) lost in a database outage of ${seconds.toFixed(1)} s${rerun}`
         yield* Effect.logWarning(`${job.id}: ${text}`)
