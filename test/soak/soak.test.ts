@@ -1,5 +1,5 @@
 /**
- * The short soak inside `npm test`: 2 worker processes x 4 fibers, 2,000 jobs over 20 keys, a fault
+ * The short soak inside `npm test`: 2 worker processes x 4 fibers, 1,000 jobs over 20 keys, a fault
  * about every 400 ms (kill -9 + restart, pg_terminate_backend of a process's connections, interrupted
  * attempts): with the worker defaults, with slot reuse on, and with the Redis provider. `npm run soak`
  * is the same harness at scale.
@@ -30,7 +30,7 @@ describe("soak (short)", () => {
           serverUrl: serverUrl(),
           processes: 2,
           fibers: 4,
-          jobs: 2_000,
+          jobs: 1_000,
           keys: 20,
           faultEveryMs: 400,
           weights: { kill: 1, terminate: 1, interrupt: 1 },

@@ -35,7 +35,7 @@ import { type FetchHint, JobStore } from "../store/JobStore.js"
 import { type Attempt, CurrentAttempt, CurrentSlot, type SlotInfo } from "./Attempt.js"
 import type { AttemptInfo } from "./Handler.js"
 import type { Job } from "./Job.js"
-import { Outcome } from "./Outcome.js"
+import { Outcome, stateOf } from "./Outcome.js"
 import { type Addon, type AddonServices, type Behavior, compose } from "./Pipeline.js"
 import * as Telemetry from "../observability/Telemetry.js"
 import { Registry } from "./Registry.js"
@@ -225,12 +225,26 @@ export const make = <const A extends ReadonlyArray<Addon<any>> = []>(
       Effect.gen(function* () {
         const now = yield* Effect.either(store.get(job.id))
         const current = now._tag === "Right" && now.right._tag === "Some" ? now.right.value.job : undefined
-        // no later attempt took the job and it is no longer running: an earlier try of this write landed,
-        // only its answer was lost (the connection broke after the statement) — nothing was lost
-        if (current !== undefined && current.attempt <= job.attempt && current.state !== "Processing") {
+        // the row says what this write would have said, at this attempt: an earlier try of the write
+        // landed, only its answer was lost (the connection broke after the statement) — nothing was lost.
+        // (A Requeued result read back as Enqueued may also be another claim's requeue: the job runs
+        // again either way.)
+        const target = stateOf(outcome, new Date(yield* Clock.currentTimeMillis))
+        const terminalOrQueued = current !== undefined && current.state !== "Processing"
+        if (terminalOrQueued && current.attempt === job.attempt && (current.state === target || (target === "Scheduled" && current.state === "Enqueued"))) {
           return yield* Effect.logInfo(`${job.id}: result of attempt ${job.attempt} (${outcome._tag}) was written; its acknowledgement was lost`)
         }
-        const rerun = current !== undefined && current.attempt > job.attempt ? `; re-run as attempt ${current.attempt}` : ""
+        // the run that replaces it: the attempt running or done now, or (queued again: a claim that never
+        // ran its handler gave its number back) the next claim's
+        const next =
+          current === undefined
+            ? undefined
+            : current.state === "Enqueued" || current.state === "Scheduled"
+              ? current.attempt + 1
+              : current.attempt > job.attempt
+                ? current.attempt
+                : undefined
+        const rerun = next === undefined ? "" : `; re-run as attempt ${next}`
         const text = `Result of attempt ${job.attempt} (${outcome._tag}) lost in a database outage of ${seconds.toFixed(1)} s${rerun}`
         yield* Effect.logWarning(`${job.id}: ${text}`)
         yield* store.appendLog(job.id, "Recovered", text).pipe(Effect.retry({ schedule: storeRetry, times: 20 }), Effect.ignore)
