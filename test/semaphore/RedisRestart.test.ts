@@ -6,7 +6,6 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { type ChildProcess, spawn } from "node:child_process"
-import { createServer } from "node:net"
 import * as Context from "effect/Context"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
@@ -17,17 +16,8 @@ import * as Option from "effect/Option"
 import * as Scope from "effect/Scope"
 import { Redis } from "ioredis"
 import { SemaphoreProvider } from "../../src/internal/semaphore/SemaphoreProvider.js"
+import { freePort } from "../../src/internal/testing/EmbeddedPostgres.js"
 import { SemaphoreProviderRedis } from "warp-effect/redis"
-
-const freePort = () =>
-  new Promise<number>((resolve, reject) => {
-    const srv = createServer()
-    srv.once("error", reject)
-    srv.listen(0, "127.0.0.1", () => {
-      const port = (srv.address() as { port: number }).port
-      srv.close(() => resolve(port))
-    })
-  })
 
 /** A private redis-server that keeps nothing on disk; ready once it answers PING. */
 const startRedis = (port: number) =>

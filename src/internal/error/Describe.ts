@@ -157,3 +157,17 @@ export const unstorableText = (s: string): string | undefined =>
     : loneSurrogate.test(s)
       ? "must be valid Unicode (it has an unpaired surrogate, which PostgreSQL cannot store)"
       : undefined
+
+/** What every readable error of the public API carries for tools, beside its `message`. */
+export interface Details {
+  /** The refused call, as written: `Publisher.enqueue`, `Semaphore("payments", 0)`, ... */
+  readonly entry?: string | undefined
+  /** Where the offending value sits (`["customerId"]`, `["limit"]`). */
+  readonly path?: ReadonlyArray<PropertyKey> | undefined
+  /** The offending value. */
+  readonly value?: unknown
+  /** The rule it broke: `must be an integer >= 1`. */
+  readonly rule?: string | undefined
+  /** Schema's parse error, for tools. */
+  readonly issue?: ParseResult.ParseError | undefined
+}

@@ -4,7 +4,7 @@
  * @since 0.1.0
  */
 import * as Data from "effect/Data"
-import type * as ParseResult from "effect/ParseResult"
+import type { Details } from "../error/Describe.js"
 
 /**
  * A payload that does not match its contract's schema, or that would not come back unchanged from
@@ -20,18 +20,10 @@ import type * as ParseResult from "effect/ParseResult"
  * @since 0.1.0
  * @category errors
  */
-export class InvalidPayload extends Data.TaggedError("InvalidPayload")<{
-  /** The contract's name. */
-  readonly type: string
-  readonly message: string
-  /** The refused call: `Publisher.enqueue`, `Publisher.schedule`, `Publisher.publish`, ... */
-  readonly entry?: string | undefined
-  /** Where in the payload (`["customerId"]`). */
-  readonly path?: ReadonlyArray<PropertyKey> | undefined
-  /** The offending value. */
-  readonly value?: unknown
-  /** The rule it broke. */
-  readonly rule?: string | undefined
-  /** Schema's parse error, for tools. */
-  readonly issue?: ParseResult.ParseError | undefined
-}> {}
+export class InvalidPayload extends Data.TaggedError("InvalidPayload")<
+  {
+    /** The contract's name. */
+    readonly type: string
+    readonly message: string
+  } & Details
+> {}

@@ -2,7 +2,7 @@
  * @since 0.1.0
  */
 import * as Data from "effect/Data"
-import type * as ParseResult from "effect/ParseResult"
+import type { Details } from "../error/Describe.js"
 
 /**
  * A policy declaration or enqueue-time parameter that no execution path can honour
@@ -19,17 +19,9 @@ import type * as ParseResult from "effect/ParseResult"
  * @since 0.1.0
  * @category errors
  */
-export class InvalidPolicy extends Data.TaggedError("InvalidPolicy")<{
-  readonly family: string
-  readonly message: string
-  /** The call that was refused, as written: `Semaphore("payments", 0)`. */
-  readonly entry?: string | undefined
-  /** The field of the policy that broke a rule (`["limit"]`). */
-  readonly path?: ReadonlyArray<PropertyKey> | undefined
-  /** The offending value. */
-  readonly value?: unknown
-  /** The rule it broke: `must be an integer >= 1`. */
-  readonly rule?: string | undefined
-  /** Schema's parse error, for tools. */
-  readonly issue?: ParseResult.ParseError | undefined
-}> {}
+export class InvalidPolicy extends Data.TaggedError("InvalidPolicy")<
+  {
+    readonly family: string
+    readonly message: string
+  } & Details
+> {}

@@ -22,7 +22,8 @@ export interface EmbeddedServer {
   readonly stop: () => Promise<void>
 }
 
-const freePort = (): Promise<number> =>
+/** A free TCP port on 127.0.0.1 (for test servers). */
+export const freePort = (): Promise<number> =>
   new Promise((resolve, reject) => {
     const srv = createServer()
     srv.unref()

@@ -8,7 +8,7 @@
  */
 import { execFile } from "node:child_process"
 import { chmodSync, existsSync, mkdtempSync, rmSync } from "node:fs"
-import { createServer } from "node:net"
+import * as EmbeddedPostgres from "../../../src/internal/testing/EmbeddedPostgres.js"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { promisify } from "node:util"
@@ -26,17 +26,7 @@ const binDir = (): string => {
 }
 
 /** A free TCP port on 127.0.0.1. */
-export const freePort = (): Promise<number> =>
-  new Promise((resolve, reject) => {
-    const srv = createServer()
-    srv.unref()
-    srv.on("error", reject)
-    srv.listen(0, "127.0.0.1", () => {
-      const address = srv.address()
-      const port = typeof address === "object" && address !== null ? address.port : 0
-      srv.close(() => resolve(port))
-    })
-  })
+export const freePort = EmbeddedPostgres.freePort
 
 /** A private server. */
 export interface PrivatePg {
