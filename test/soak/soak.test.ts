@@ -23,7 +23,7 @@ describe("soak (short)", () => {
     const run = c.options.provider === "redis" && !redis && !process.env.CI ? it.skip : it
     run(
       `under kills, connection terminations and interrupts${c.label}: no violation, nothing lost, nothing succeeded twice, every slot free`,
-      { timeout: 150_000 },
+      { timeout: 300_000 },
       async () => {
         const summary = await runSoak({
           ...defaults,
@@ -35,7 +35,7 @@ describe("soak (short)", () => {
           faultEveryMs: 400,
           weights: { kill: 1, terminate: 1, interrupt: 1 },
           leaseMs: 2_000,
-          timeoutMs: 110_000,
+          timeoutMs: 240_000,
           seed: c.seed,
           log: () => {},
           ...c.options
