@@ -15,7 +15,7 @@ import * as Fiber from "effect/Fiber"
 import * as Metric from "effect/Metric"
 import * as Option from "effect/Option"
 import type * as Scope from "effect/Scope"
-import { CurrentSlot } from "../job/Attempt.js"
+import { CurrentSlot, HeldSlot } from "../job/Attempt.js"
 import type { Job } from "../job/Job.js"
 import { Outcome } from "../job/Outcome.js"
 import * as Telemetry from "../observability/Telemetry.js"
@@ -114,15 +114,21 @@ export const make = (provider: SemaphoreProviderService, manager: ConcurrencyLim
     if (policy === undefined) return next
     return Effect.scoped(
       Effect.gen(function* () {
-        const resolver = yield* ConcurrencyLimitResolver.make(manager)
-        const limit = yield* resolver.limitFor(policy.key, policy.limit)
+        // the override as the claim read it, when it read this key's; else asked now
+        const claimed = manager.readAtClaim === true ? attempt.job.adminLimit : undefined
+        const limit =
+          claimed !== undefined && claimed.key === policy.key
+            ? (claimed.slots ?? policy.limit ?? 1)
+            : yield* Effect.flatMap(ConcurrencyLimitResolver.make(manager), (resolver) => resolver.limitFor(policy.key, policy.limit))
         const result = yield* admission(attempt.job, policy, limit, gate(provider, policy, limit))
         return yield* GateResult.$match(result, {
           Skipped: ({ key, limit }) => Effect.succeed(Outcome.Deleted({ reason: cancelledText(key, limit) })),
           Requeued: ({ key, limit }) => Effect.succeed(Outcome.Requeued({ reason: requeuedText(key, limit) })),
           Acquired: ({ key, slot }) =>
-            untilLost(Effect.provideService(next, CurrentSlot, { key, index: slot.index, fence: slot.fence }), slot.lost, () =>
-              Outcome.Requeued({ reason: `Slot of '${key}' lost while running (connection to the semaphore provider died); requeued` })
+            untilLost(
+              next.pipe(Effect.provideService(CurrentSlot, { key, index: slot.index, fence: slot.fence }), Effect.provideService(HeldSlot, slot)),
+              slot.lost,
+              () => Outcome.Requeued({ reason: `Slot of '${key}' lost while running (connection to the semaphore provider died); requeued` })
             )
         })
       })

@@ -38,6 +38,12 @@ export interface ConcurrencyLimitManagerService {
   readonly list: Effect.Effect<ReadonlyArray<ConcurrencyLimit>, LimitStoreError>
   /** One override. */
   readonly get: (key: string) => Effect.Effect<Option.Option<ConcurrencyLimit>, LimitStoreError>
+  /**
+   * True when the overrides are the rows of `warp_concurrency_limits` on the job store's database: the
+   * built-in PostgreSQL store reads a claimed row's override in its claiming statement, and the gate
+   * then takes it from the claim (`Job.adminLimit`) instead of calling `get`.
+   */
+  readonly readAtClaim?: boolean | undefined
 }
 
 /** The admin limit service tag. */
@@ -78,6 +84,7 @@ export const makePg = Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
   const fail = (operation: string) => (cause: unknown) => new LimitStoreError({ operation, cause })
   const service: ConcurrencyLimitManagerService = {
+    readAtClaim: true,
     addOrUpdateLimit: (key, slots) =>
       Either.match(check(key, slots), {
         onLeft: Effect.fail,

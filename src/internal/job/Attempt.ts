@@ -5,6 +5,7 @@
  */
 import * as Context from "effect/Context"
 import type { Policies } from "../policy/PolicyFamily.js"
+import type { Slot } from "../semaphore/SemaphoreProvider.js"
 import type { Job } from "./Job.js"
 import type { Registered } from "./Registry.js"
 
@@ -30,4 +31,12 @@ export interface SlotInfo {
 /** The slot the running attempt holds (set by the concurrency gate around what it admits); none by default. */
 export class CurrentSlot extends Context.Reference<CurrentSlot>()("warp/CurrentSlot", {
   defaultValue: (): SlotInfo | undefined => undefined
+}) {}
+
+/**
+ * The provider's slot the running attempt holds (set by the concurrency gate beside
+ * {@link CurrentSlot}), so that the worker can hand its release to the finalizing write; none by default.
+ */
+export class HeldSlot extends Context.Reference<HeldSlot>()("warp/HeldSlot", {
+  defaultValue: (): Slot | undefined => undefined
 }) {}

@@ -24,7 +24,13 @@ export class Job extends Schema.Class<Job>("Job")({
   /** The worker holding the current attempt, while Processing. */
   lockedBy: Schema.NullOr(Schema.String),
   /** Until when that worker's claim is valid; an expired claim is recovered by the next fetch. */
-  leaseUntil: Schema.NullOr(Schema.DateFromSelf)
+  leaseUntil: Schema.NullOr(Schema.DateFromSelf),
+  /**
+   * Set on a claimed row by a store that reads the admin override of the row's concurrency key in the
+   * claiming statement (the built-in PostgreSQL store, for a key the row carries): the key, and the
+   * override's slots then (null: none). The concurrency gate uses it instead of asking again.
+   */
+  adminLimit: Schema.optional(Schema.Struct({ key: Schema.String, slots: Schema.NullOr(Schema.Number) }))
 }) {}
 
 /** A row to insert at publish. */

@@ -32,7 +32,8 @@ import * as PolicyResolution from "../policy/PolicyResolution.js"
 import * as RetryBehavior from "../policy/RetryBehavior.js"
 import * as TimeoutBehavior from "../policy/TimeoutBehavior.js"
 import { type FetchHint, JobStore } from "../store/JobStore.js"
-import { type Attempt, CurrentAttempt, CurrentSlot, type SlotInfo } from "./Attempt.js"
+import { type Attempt, CurrentAttempt, CurrentSlot, HeldSlot, type SlotInfo } from "./Attempt.js"
+import { type FusedRelease, fusedRelease } from "../semaphore/SemaphoreProviderPg.js"
 import type { AttemptInfo } from "./Handler.js"
 import type { Job } from "./Job.js"
 import { Outcome, stateOf } from "./Outcome.js"
@@ -176,13 +177,18 @@ export const make = <const A extends ReadonlyArray<Addon<any>> = []>(
      * and another attempt took the job), the trail says so. Only a worker that is shutting down gives
      * up, once the lease has run out: the lease then recovers the job.
      */
-    const finalize = (job: Job, outcome: Outcome, metadata: unknown) =>
+    const finalize = (job: Job, outcome: Outcome, metadata: unknown, release?: FusedRelease) =>
       Effect.gen(function* () {
         let failedAt: number | undefined
         let delay = 50
         let rejected = 0
+        // the slot's release goes with the first try only: a write retried after that leaves the slot to the scope
+        let fused = release
         while (true) {
-          const result = yield* Effect.either(health.observe(store.finalize({ job, workerId, outcome, metadata, handlerRan: ran.has(job.id) })))
+          const result = yield* Effect.either(
+            health.observe(store.finalize({ job, workerId, outcome, metadata, handlerRan: ran.has(job.id), release: fused }))
+          )
+          fused = undefined
           const now = yield* Clock.currentTimeMillis
           if (result._tag === "Right") {
             if (failedAt !== undefined) yield* Metric.incrementBy(StoreHealth.finalizesPending, -1)
@@ -433,8 +439,16 @@ export const make = <const A extends ReadonlyArray<Addon<any>> = []>(
     const runAttempt = (job: Job, fiber: FiberState): Effect.Effect<{ readonly outcome: Outcome; readonly waitKey: string | undefined }> => {
       const later = fiber.later
       let recorded: Outcome | undefined
-      const finalizeOnce = (outcome: Outcome, metadata: unknown) =>
-        recorded !== undefined ? Effect.void : Effect.uninterruptible(Effect.tap(finalize(job, outcome, metadata), () => (recorded = outcome)))
+      const finalizeOnce = (outcome: Outcome, metadata: unknown, release?: FusedRelease) =>
+        recorded !== undefined
+          ? Effect.void
+          : Effect.uninterruptible(Effect.tap(finalize(job, outcome, metadata, release), () => (recorded = outcome)))
+      /** Inside the gate: the finalizing write that also releases the held slot, when the store can run it so. */
+      const finalizeReleasing = (outcome: Outcome, metadata: unknown) =>
+        Effect.flatMap(HeldSlot, (slot) => {
+          const release = slot === undefined ? undefined : fusedRelease(slot)
+          return release === undefined ? Effect.void : finalizeOnce(outcome, metadata, release)
+        })
       return Effect.gen(function* () {
         const nowMs = yield* Clock.currentTimeMillis
         const lapsed = claimLapsed(job, nowMs)
@@ -462,7 +476,9 @@ export const make = <const A extends ReadonlyArray<Addon<any>> = []>(
           // holding the slot: finalize this attempt first, then let the next jobs of the key reuse it
           const next =
             wait === undefined || reuse === undefined || fiber.reuseSkip-- > 0
-              ? body
+              ? policy === undefined
+                ? body
+                : Effect.tap(body, (outcome) => finalizeReleasing(outcome, metadata))
               : Effect.tap(body, (outcome) =>
                   Effect.zipRight(
                     finalizeOnce(outcome, metadata),

@@ -52,6 +52,7 @@ import {
   type Held,
   randomOffset,
   SemaphoreError,
+  type Slot,
   SemaphoreProvider,
   type SemaphoreProviderService,
   slotName,
@@ -97,19 +98,61 @@ SELECT ($2::int + i) % $3::int AS position,
 FROM scan WHERE got`
 
 /**
- * `$1` the slot's lock id, `$2`/`$3` the guard key; `$4` true puts the session's `idle_session_timeout`
- * back to its default (the connection goes back to the pool).
+ * `$1` the slot's lock id, `$2`/`$3` the guard key; `$4` the value to put the session's
+ * `idle_session_timeout` back to (the connection goes back to the pool), NULL: left as it is.
  */
 const RELEASE = `SELECT pg_advisory_unlock($1::bigint) AS released,
-       CASE WHEN $4::boolean THEN set_config('idle_session_timeout', (SELECT reset_val FROM pg_settings WHERE name = 'idle_session_timeout'), false) END AS deadline
+       CASE WHEN $4::text IS NULL THEN NULL ELSE set_config('idle_session_timeout', $4::text, false) END AS deadline
 FROM (SELECT pg_advisory_xact_lock($2::int, $3::int)) AS guard`
 
 const UNLOCK_ALL = "SELECT pg_advisory_unlock_all()"
-const UNLOCK_ALL_RESET =
-  "SELECT pg_advisory_unlock_all(), set_config('idle_session_timeout', (SELECT reset_val FROM pg_settings WHERE name = 'idle_session_timeout'), false)"
+const UNLOCK_ALL_RESET = "SELECT pg_advisory_unlock_all(), set_config('idle_session_timeout', $1::text, false)"
+
+/**
+ * A held slot's release, offered to a store that can run it inside its own finalizing statement on
+ * the slot's connection (the built-in PostgreSQL store does, when it shares the provider's
+ * `SqlClient`). The statement must unlock `lockId` under the guard `guard` (a transaction lock in the
+ * two-int key space) and, when `reset` is not null, set `idle_session_timeout` back to `reset` — what
+ * the provider's own release does. Only the default mode (one connection per held slot) offers it.
+ */
+export interface FusedRelease {
+  /** The `SqlClient` whose connection holds the slot: a store fuses only a statement meant for it. */
+  readonly client: SqlClient.SqlClient
+  /** The slot's advisory lock id (a signed 64-bit integer, as decimal text). */
+  readonly lockId: string
+  /** The name's guard key. */
+  readonly guard: readonly [number, number]
+  /** The session's `idle_session_timeout` to restore, or null. */
+  readonly reset: string | null
+  /**
+   * Runs `text` (with `params`) on the slot's connection. On success the slot counts as released and
+   * the scope's release only gives the connection back; on failure, or when the connection is lost
+   * while the statement runs, the slot is lost (the connection is dropped) and this fails.
+   */
+  readonly run: (text: string, params: ReadonlyArray<unknown>) => Effect.Effect<ReadonlyArray<unknown>, SemaphoreError>
+}
+
+const fusable = new WeakMap<Slot, () => FusedRelease | undefined>()
+
+/**
+ * The release of `slot` a store may fuse into its finalizing statement (see {@link FusedRelease}):
+ * none for a slot of another provider, of a multiplexed provider, already released, or lost.
+ */
+export const fusedRelease = (slot: Slot): FusedRelease | undefined => fusable.get(slot)?.()
 
 /** The guard key of `name`, in the two-int advisory key space (exported for tests). */
-export const guardOf = (name: string): readonly [number, number] => guardKey(`warp:semaphore-guard:${name}`)
+export const guardOf = (name: string): readonly [number, number] => {
+  let guard = guardCache.get(name)
+  if (guard === undefined) {
+    if (guardCache.size >= 4096) guardCache.clear()
+    guard = guardKey(`warp:semaphore-guard:${name}`)
+    guardCache.set(name, guard)
+  }
+  return guard
+}
+
+/** Guard keys per name, computed once (a SHA-256 each); bounded. */
+const guardCache = new Map<string, readonly [number, number]>()
 
 /**
  * A FIFO mutex that wakes one waiter per release (`Effect.Semaphore` wakes every waiter, which
@@ -184,6 +227,14 @@ export const make = (options: PgProviderOptions = {}): Effect.Effect<SemaphorePr
       Effect.orElseSucceed(() => 0)
     )
     const sessionDeadline = version >= 140000 ? String(Math.max(1, Math.round(deadlineMs))) : null
+    // what a connection's idle_session_timeout goes back to when it returns to the pool, read once
+    const resetDeadline =
+      sessionDeadline === null
+        ? null
+        : yield* sql<{ v: string }>`SELECT reset_val AS v FROM pg_settings WHERE name = 'idle_session_timeout'`.pipe(
+            Effect.map((rows) => String(rows[0]?.v ?? "0")),
+            Effect.orElseSucceed(() => "0")
+          )
     // fencing tokens: one sequence for every slot name (a number that grows for all names grows for
     // each), kept by the database across provider restarts; none where it cannot be created
     const fencing = yield* sql`CREATE SEQUENCE IF NOT EXISTS warp_semaphore_fence`.pipe(
@@ -247,7 +298,8 @@ export const make = (options: PgProviderOptions = {}): Effect.Effect<SemaphorePr
       })
 
     /** Drops whatever the connection still holds and gives it back to the pool. */
-    const dispose = (lane: Lane) => query(lane, sessionDeadline === null ? UNLOCK_ALL : UNLOCK_ALL_RESET, []).pipe(Effect.ignore, Effect.zipRight(Scope.close(lane.scope, Exit.void)))
+    const dispose = (lane: Lane) =>
+      query(lane, resetDeadline === null ? UNLOCK_ALL : UNLOCK_ALL_RESET, resetDeadline === null ? [] : [resetDeadline]).pipe(Effect.ignore, Effect.zipRight(Scope.close(lane.scope, Exit.void)))
 
     /** The connection is unusable or its locks are in doubt: its slots are lost. */
     const kill = (lane: Lane): Effect.Effect<void> =>
@@ -316,7 +368,7 @@ export const make = (options: PgProviderOptions = {}): Effect.Effect<SemaphorePr
       Effect.suspend(() => {
         if (lane.dead) return Effect.void
         const [g1, g2] = guardOf(name)
-        return query(lane, RELEASE, [id, g1, g2, last && sessionDeadline !== null]).pipe(
+        return query(lane, RELEASE, [id, g1, g2, last ? resetDeadline : null]).pipe(
           Effect.matchEffect({ onFailure: () => kill(lane), onSuccess: () => Effect.sync(() => void lane.held.delete(id)) })
         )
       })
@@ -332,14 +384,52 @@ export const make = (options: PgProviderOptions = {}): Effect.Effect<SemaphorePr
         }
         const { fence, index } = taken.value
         yield* watch(lane)
+        const id = ids[index]!
+        // set once the slot's release ran inside a store's finalizing statement
+        let fused = false
         const release = Effect.gen(function* () {
           if (lane.watchdog !== undefined) yield* Fiber.interrupt(lane.watchdog)
           lane.watchdog = undefined
           if (lane.dead) return
-          yield* unlock(lane, name, ids[index]!, true)
+          if (!fused) yield* unlock(lane, name, id, true)
           if (!lane.dead) yield* Scope.close(lane.scope, Exit.void)
         })
-        return Option.some({ slot: { name, index, lost: Deferred.await(lane.lost), fence }, release })
+        const slot: Slot = { name, index, lost: Deferred.await(lane.lost), fence }
+        const fusedOnce: FusedRelease = {
+          client: sql,
+          lockId: id,
+          guard: guardOf(name),
+          reset: resetDeadline,
+          run: (text, params) =>
+            Effect.suspend(() => {
+              if (lane.dead || fused || !lane.held.has(id)) return Effect.failSync(() => new SemaphoreError({ name, message: "slot no longer held" }))
+              const lost = Effect.zipRight(
+                Deferred.await(lane.lost),
+                Effect.failSync(() => new SemaphoreError({ name, message: "slot connection lost during the finalizing statement" }))
+              )
+              // the statement itself is never interrupted (see the module note); a lane lost meanwhile ends the wait
+              // (the racers are made interruptible: a finalizing write runs uninterruptibly, and the race
+              // awaits its loser's interruption)
+              return Effect.forkDaemon(query(lane, text, params)).pipe(
+                Effect.flatMap((f) =>
+                  Effect.raceFirst(
+                    Effect.interruptible(Effect.mapError(Fiber.join(f), fail(name, "finalizing statement failed on the slot connection"))),
+                    Effect.interruptible(lost)
+                  )
+                ),
+                Effect.tapBoth({
+                  onFailure: () => kill(lane),
+                  onSuccess: () =>
+                    Effect.sync(() => {
+                      fused = true
+                      lane.held.delete(id)
+                    })
+                })
+              )
+            })
+        }
+        fusable.set(slot, () => (lane.dead || fused ? undefined : fusedOnce))
+        return Option.some({ slot, release })
       })
 
     /** Multiplexed: K long-lived connections, each with its own mutex (the in-process gate). */

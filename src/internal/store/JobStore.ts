@@ -15,6 +15,7 @@ import type { LogKind, Outcome } from "../job/Outcome.js"
 import * as Describe from "../error/Describe.js"
 import { PositiveInt } from "../policy/PolicyValues.js"
 import type { SemaphoreProviderService } from "../semaphore/SemaphoreProvider.js"
+import type { FusedRelease } from "../semaphore/SemaphoreProviderPg.js"
 import type { StoreError } from "./StoreError.js"
 
 /** The single finalizing write of one attempt. */
@@ -31,6 +32,12 @@ export interface Finalize {
    * retry budgets count handler runs.
    */
   readonly handlerRan?: boolean | undefined
+  /**
+   * The held concurrency slot's release, when the store may run it inside this write (see
+   * `SemaphoreProviderPg.FusedRelease`): then one statement finalizes the attempt and frees the slot.
+   * A store that ignores it stays correct: the slot is then released by the attempt's scope.
+   */
+  readonly release?: FusedRelease | undefined
 }
 
 /**

@@ -40,7 +40,8 @@ export const rowToJob = (r: any): Job =>
       createdAt: new Date(r.created_at),
       updatedAt: new Date(r.updated_at),
       lockedBy: r.locked_by ?? null,
-      leaseUntil: r.lease_until === null || r.lease_until === undefined ? null : new Date(r.lease_until)
+      leaseUntil: r.lease_until === null || r.lease_until === undefined ? null : new Date(r.lease_until),
+      ...(typeof r.admin_key === "string" ? { adminLimit: { key: r.admin_key, slots: r.admin_slots === null ? null : Number(r.admin_slots) } } : {})
     },
     true
   )
@@ -79,6 +80,22 @@ const fail = (operation: string) => (cause: unknown) => new StoreError({ operati
 export const make = Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
   const locks = yield* SemaphoreProviderPg.make()
+
+  /**
+   * Whether `warp_concurrency_limits` exists (the concurrency addon's migration ran): claims then read
+   * the override of each claimed row's key. Checked at build; while absent, again at most every 10 s.
+   */
+  const limitsTable = sql`SELECT to_regclass('warp_concurrency_limits') IS NOT NULL AS present`.pipe(
+    Effect.map((rows) => (rows[0] as any)?.present === true),
+    Effect.orElseSucceed(() => false)
+  )
+  let hasLimits = yield* limitsTable
+  let limitsCheckedAt = Date.now()
+  const readsLimits = Effect.suspend(() => {
+    if (hasLimits || Date.now() - limitsCheckedAt < 10_000) return Effect.succeed(hasLimits)
+    limitsCheckedAt = Date.now()
+    return Effect.tap(limitsTable, (present) => Effect.sync(() => (hasLimits = present)))
+  })
 
   /**
    * One statement for a chunk: one `warp_jobs` row per job and no audit row (the creation entry is
@@ -128,7 +145,7 @@ export const make = Effect.gen(function* () {
           ).pipe(Effect.mapError(fail("insert"))),
 
     fetch: (workerId, limit, lease, hint = { contended: [] }) =>
-      Effect.suspend(() => {
+      Effect.flatMap(readsLimits, (withLimits) => {
         const due = sql`state IN ('Scheduled', 'Enqueued') AND schedule_time <= now()`
         const key = sql`(metadata #>> '{policies,concurrency,value,key}')`
         // the predicates of the partial indexes `warp_jobs_fifo` and `warp_jobs_due_plain`, spelled alike
@@ -249,18 +266,26 @@ export const make = Effect.gen(function* () {
                       ELSE 'Attempt ' || attempt || ' claimed by ' || locked_by END
           FROM u
         )
-        SELECT * FROM u ORDER BY schedule_time, id`
+        SELECT u.*${
+          withLimits
+            ? sql`, a.key AS admin_key, (SELECT slots FROM warp_concurrency_limits WHERE key = a.key) AS admin_slots`
+            : sql``
+        }
+        FROM u${withLimits ? sql` CROSS JOIN LATERAL (SELECT ${sql`(u.metadata #>> '{policies,concurrency,value,key}')`} AS key) a` : sql``}
+        ORDER BY schedule_time, id`
       }).pipe(
         Effect.map((rows) => claimOrder(rows.map(rowToJob))),
         Effect.mapError(fail("fetch"))
       ),
 
-    finalize: ({ handlerRan = true, job, metadata, outcome, workerId }) => {
+    finalize: ({ handlerRan = true, job, metadata, outcome, release, workerId }) => {
       const state = stateOf(outcome, new Date())
       const log = logOf(outcome)
       const at = outcome._tag === "Requeued" && outcome.at !== undefined ? outcome.at.toISOString() : null
       const keys = JSON.stringify(counterKeys(counterOf(outcome), job.type))
-      return sql`
+      // the slot's release, fused into this statement when it is held on a connection of this client
+      const fused = release !== undefined && release.client === sql ? release : undefined
+      const statement = sql`
         WITH u AS (
           UPDATE warp_jobs
           SET state = ${state}, metadata = ${JSON.stringify(metadata)}::jsonb,
@@ -276,9 +301,24 @@ export const make = Effect.gen(function* () {
           INSERT INTO warp_counters (key, value)
           SELECT k, 1 FROM u, jsonb_array_elements_text(${keys}::jsonb) AS k
           ON CONFLICT (key) DO UPDATE SET value = warp_counters.value + 1
-        )
-        SELECT count(*)::int AS n FROM u`.pipe(
-        Effect.map((rows) => Number((rows[0] as any)?.n ?? 0) === 1),
+        )${
+          fused === undefined
+            ? sql``
+            : sql`, r AS (
+          SELECT pg_advisory_unlock(${fused.lockId}::bigint) AS released,
+                 CASE WHEN ${fused.reset}::text IS NULL THEN NULL ELSE set_config('idle_session_timeout', ${fused.reset}::text, false) END AS deadline
+          FROM (SELECT pg_advisory_xact_lock(${fused.guard[0]}::int, ${fused.guard[1]}::int)) AS guard
+        )`
+        }
+        SELECT count(*)::int AS n${fused === undefined ? sql`` : sql`, (SELECT released FROM r) AS released`} FROM u`
+      const written = (rows: ReadonlyArray<unknown>) => Number((rows[0] as any)?.n ?? 0) === 1
+      if (fused === undefined) return statement.pipe(Effect.map(written), Effect.mapError(fail("finalize")))
+      const [text, params] = statement.compile()
+      // the slot's connection could not run it (lost, or the statement failed there): the slot is lost
+      // either way, and the write goes through the pool (it lands only if this attempt still owns the row)
+      return fused.run(text, params).pipe(
+        Effect.map(written),
+        Effect.catchTag("SemaphoreError", () => statement.pipe(Effect.map(written))),
         Effect.mapError(fail("finalize"))
       )
     },
