@@ -74,6 +74,12 @@ const chunks = <A>(rows: ReadonlyArray<A>, size: number): Array<ReadonlyArray<A>
  */
 export const insertChunk = 5000
 
+/**
+ * Shards per counter: a finalizing write bumps the counters of one shard picked at random, so no
+ * counter row is updated by every worker; a counter is the sum of its shards (migration 0005).
+ */
+export const COUNTER_SHARDS = 16
+
 const fail = (operation: string) => (cause: unknown) => new StoreError({ operation, cause })
 
 /** Builds the PostgreSQL store on the `SqlClient` in context. */
@@ -298,9 +304,9 @@ export const make = Effect.gen(function* () {
         ), l AS (
           INSERT INTO warp_job_logs (job_id, kind, message) SELECT id, ${log.kind}, ${log.message} FROM u
         ), c AS (
-          INSERT INTO warp_counters (key, value)
-          SELECT k, 1 FROM u, jsonb_array_elements_text(${keys}::jsonb) AS k
-          ON CONFLICT (key) DO UPDATE SET value = warp_counters.value + 1
+          INSERT INTO warp_counters (key, shard, value)
+          SELECT k, ${Math.floor(Math.random() * COUNTER_SHARDS)}, 1 FROM u, jsonb_array_elements_text(${keys}::jsonb) AS k
+          ON CONFLICT (key, shard) DO UPDATE SET value = warp_counters.value + 1
         )${
           fused === undefined
             ? sql``
@@ -379,7 +385,7 @@ export const make = Effect.gen(function* () {
       Effect.mapError(fail("countByState"))
     ),
 
-    counters: sql`SELECT key, value FROM warp_counters`.pipe(
+    counters: sql`SELECT key, sum(value)::bigint AS value FROM warp_counters GROUP BY key`.pipe(
       Effect.map((rows) => new Map((rows as Array<any>).map((r) => [String(r.key), Number(r.value)]))),
       Effect.mapError(fail("counters"))
     ),

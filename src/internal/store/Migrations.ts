@@ -16,6 +16,7 @@ import core0001 from "../../../migrations/core/0001_warp_jobs.js"
 import core0002 from "../../../migrations/core/0002_warp_policy_state.js"
 import core0003 from "../../../migrations/core/0003_warp_jobs_fifo.js"
 import core0004 from "../../../migrations/core/0004_warp_jobs_origin.js"
+import core0005 from "../../../migrations/core/0005_warp_counters_shards.js"
 
 const run = (migrations: Record<string, Effect.Effect<void, unknown, SqlClient.SqlClient>>, table: string) =>
   Migrator.make({})({ loader: Migrator.fromRecord(migrations), table })
@@ -29,7 +30,8 @@ export const core: MigrationRun = run(
     "0001_warp_jobs": core0001,
     "0002_warp_policy_state": core0002,
     "0003_warp_jobs_fifo": core0003,
-    "0004_warp_jobs_origin": core0004
+    "0004_warp_jobs_origin": core0004,
+    "0005_warp_counters_shards": core0005
   },
   "warp_migrations"
 )

@@ -1,0 +1,155 @@
+/**
+ * The built-in PostgreSQL path releases a held slot inside the attempt's finalizing statement, on the
+ * slot's own connection; anything else keeps the release to the attempt's scope.
+ */
+import { describe, expect, it } from "@effect/vitest"
+import * as Context from "effect/Context"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as Scope from "effect/Scope"
+import { ConcurrencyLimitManager, JobStorePg, SemaphoreProviderPg as PublicProviderPg } from "warp-effect"
+import { Outcome } from "../../src/internal/job/Outcome.js"
+import { lockId } from "../../src/internal/semaphore/lockId.js"
+import { SemaphoreProvider, slotName } from "../../src/internal/semaphore/SemaphoreProvider.js"
+import { fusedRelease } from "../../src/internal/semaphore/SemaphoreProviderPg.js"
+import { JobStore } from "../../src/internal/store/JobStore.js"
+import { sharedDatabase } from "./pg.js"
+
+const db = sharedDatabase()
+let tags = 0
+const freshTag = () => `warp_fused_${process.pid}_${tags++}`
+const key = (label: string) => `fused:${Math.random().toString(36).slice(2)}:${label}`
+const lease = Duration.seconds(30)
+
+/** A store and a provider on one pool (the built-in setup), or the provider on a pool of its own. */
+const build = (shared: boolean) =>
+  Effect.gen(function* () {
+    const pool = db.pool(10, freshTag())
+    // one build: the store and the provider share the pool's SqlClient, as in an app's Layer
+    const layer = shared
+      ? Layer.merge(JobStorePg.layer, PublicProviderPg.layer({})).pipe(Layer.provide(pool))
+      : Layer.merge(JobStorePg.layer.pipe(Layer.provide(pool)), PublicProviderPg.layer({}).pipe(Layer.provide(db.pool(10, freshTag()))))
+    const context = yield* Layer.build(layer)
+    const store = Context.get(context, JobStore)
+    const provider = Context.get(context, SemaphoreProvider)
+    return { store, provider }
+  })
+
+const sqlOf = <A extends Record<string, unknown>>(text: string, params: ReadonlyArray<unknown> = []) =>
+  Effect.flatMap(db.client, (c) => Effect.promise(() => c.query<A>(text, params as Array<unknown>))).pipe(
+    Effect.map((r) => r.rows),
+    Effect.scoped
+  )
+
+/** Whether any session holds the slot lock `name:0`. */
+const held = (name: string) =>
+  Effect.map(
+    sqlOf<{ n: number }>(
+      `SELECT count(*)::int AS n FROM pg_locks WHERE locktype = 'advisory' AND granted AND objsubid = 1
+         AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+         AND ((classid::bigint << 32) | objid::bigint) = $1::bigint`,
+      [lockId(slotName(name, 0))]
+    ),
+    (rows) => rows[0]!.n > 0
+  )
+
+const claimOne = (store: JobStore["Type"]) =>
+  Effect.gen(function* () {
+    const id = `fused-${Math.random().toString(36).slice(2)}`
+    yield* store.insert([{ id, type: "T", handler: null, payload: {}, state: "Enqueued", scheduleTime: new Date(Date.now() - 1000), metadata: {} }])
+    const claimed = (yield* store.fetch("w1", 10, lease)).find((j) => j.id === id)
+    expect(claimed).toBeDefined()
+    return claimed!
+  })
+
+describe("PostgreSQL: the slot's release inside the finalizing statement", () => {
+  it.live("one statement writes the result and frees the slot; the scope then only gives the connection back", () =>
+    Effect.gen(function* () {
+      const { provider, store } = yield* build(true)
+      const name = key("one")
+      const job = yield* claimOne(store)
+      const scope = yield* Scope.make()
+      const slot = Option.getOrThrow(yield* Scope.extend(provider.tryAcquire(name, 1, 0), scope))
+      const release = fusedRelease(slot)
+      expect(release).toBeDefined()
+      expect(yield* held(name)).toBe(true)
+      expect(yield* store.finalize({ job, workerId: "w1", outcome: Outcome.Succeeded(), metadata: {}, release })).toBe(true)
+      // freed by the finalize itself, before the scope closes
+      expect(yield* held(name)).toBe(false)
+      expect(fusedRelease(slot)).toBeUndefined()
+      expect(Option.getOrThrow(yield* store.get(job.id)).job.state).toBe("Succeeded")
+      // another holder can take it while the first scope is still open
+      const again = yield* Effect.scoped(Effect.map(provider.tryAcquire(name, 1, 0), Option.isSome))
+      expect(again).toBe(true)
+      yield* Scope.close(scope, Exit.void)
+      expect(yield* held(name)).toBe(false)
+    }).pipe(Effect.scoped))
+
+  it.live("a provider on another client is not fused: the slot stays held until the scope closes", () =>
+    Effect.gen(function* () {
+      const { provider, store } = yield* build(false)
+      const name = key("other")
+      const job = yield* claimOne(store)
+      const scope = yield* Scope.make()
+      const slot = Option.getOrThrow(yield* Scope.extend(provider.tryAcquire(name, 1, 0), scope))
+      expect(yield* store.finalize({ job, workerId: "w1", outcome: Outcome.Succeeded(), metadata: {}, release: fusedRelease(slot) })).toBe(true)
+      expect(yield* held(name)).toBe(true)
+      yield* Scope.close(scope, Exit.void)
+      expect(yield* held(name)).toBe(false)
+    }).pipe(Effect.scoped))
+
+  it.live("the slot's connection is gone: the result is still written (through the pool), the slot is lost", () =>
+    Effect.gen(function* () {
+      const { provider, store } = yield* build(true)
+      const name = key("lost")
+      const job = yield* claimOne(store)
+      const scope = yield* Scope.make()
+      const slot = Option.getOrThrow(yield* Scope.extend(provider.tryAcquire(name, 1, 0), scope))
+      const release = fusedRelease(slot)!
+      yield* sqlOf(
+        `SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' AND granted AND objsubid = 1
+           AND ((classid::bigint << 32) | objid::bigint) = $1::bigint`,
+        [lockId(slotName(name, 0))]
+      )
+      yield* slot.lost
+      expect(fusedRelease(slot)).toBeUndefined()
+      // a release taken before the loss is refused by the provider, and the store falls back
+      expect(yield* store.finalize({ job, workerId: "w1", outcome: Outcome.Succeeded(), metadata: {}, release })).toBe(true)
+      expect(Option.getOrThrow(yield* store.get(job.id)).job.state).toBe("Succeeded")
+      yield* Scope.close(scope, Exit.void)
+    }).pipe(Effect.scoped))
+
+  it.live("a multiplexed provider offers no fused release", () =>
+    Effect.gen(function* () {
+      const provider = yield* Effect.map(
+        Layer.build(PublicProviderPg.layer({ multiplex: { connections: 1 } }).pipe(Layer.provide(db.pool(4, freshTag())))),
+        Context.get(SemaphoreProvider)
+      )
+      const slot = Option.getOrThrow(yield* provider.tryAcquire(key("mux"), 1, 0))
+      expect(fusedRelease(slot)).toBeUndefined()
+    }).pipe(Effect.scoped))
+
+  it.live("a claim carries the admin override of the row's key as it read it", () =>
+    Effect.gen(function* () {
+      const k = key("admin")
+      const pool = db.pool(4, freshTag())
+      const manager = yield* Effect.map(Layer.build(ConcurrencyLimitManager.layerPg.pipe(Layer.provide(pool))), Context.get(ConcurrencyLimitManager.ConcurrencyLimitManager))
+      expect(manager.readAtClaim).toBe(true)
+      yield* manager.addOrUpdateLimit(k, 7)
+      const meta = (key: string) => ({ policies: { concurrency: { value: { key, limit: 2, mode: "Wait" }, source: "Enqueue" } } })
+      const ids = [`a-${k}`, `b-${k}`, `c-${k}`]
+      // built after the table exists (a store built before it looks again at most every 10 s)
+      const { store: fresh } = yield* build(true)
+      const row = (id: string, metadata: unknown) =>
+        ({ id, type: "T", handler: null, payload: {}, state: "Enqueued", scheduleTime: new Date(Date.now() - 1000), metadata }) as const
+      yield* fresh.insert([row(ids[0]!, meta(k)), row(ids[1]!, meta(`${k}:none`)), row(ids[2]!, {})])
+      const got = new Map((yield* fresh.fetch("w1", 50, lease)).map((j) => [j.id, j]))
+      expect(got.get(ids[0]!)?.adminLimit).toEqual({ key: k, slots: 7 })
+      expect(got.get(ids[1]!)?.adminLimit).toEqual({ key: `${k}:none`, slots: null })
+      // a row that carries no key: the gate asks the manager
+      expect(got.get(ids[2]!)?.adminLimit).toBeUndefined()
+    }).pipe(Effect.scoped))
+})
