@@ -15,6 +15,7 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import { Job, type JobLog, type NewJob } from "../job/Job.js"
+import type { LogKind } from "../job/Outcome.js"
 import { JobState } from "../job/JobState.js"
 import { counterOf, logOf, stateOf } from "../job/Outcome.js"
 import { claimOrder, counterKeys, emptyCounts, isStorableId, isWindow, JobStore, type JobStoreService } from "./JobStore.js"
@@ -350,14 +351,20 @@ export const make = Effect.gen(function* () {
       Effect.gen(function* () {
         // an id no row can have (a NUL, an unpaired surrogate, not a string) is not found, not an error
         if (!isStorableId(id)) return Option.none()
-        const rows = yield* sql`SELECT * FROM warp_jobs WHERE id = ${id}`
+        // row and trail in one statement: one snapshot, so the trail never lags or leads the row
+        const rows = yield* sql`
+          SELECT j.*, coalesce((
+            SELECT json_agg(json_build_array(floor(extract(epoch FROM l.at) * 1000)::bigint, l.kind, l.message) ORDER BY l.id)
+            FROM warp_job_logs l WHERE l.job_id = j.id), '[]'::json) AS trail
+          FROM warp_jobs j WHERE j.id = ${id}`
         if (rows.length === 0) return Option.none()
-        const logs = yield* sql`SELECT job_id, at, kind, message FROM warp_job_logs WHERE job_id = ${id} ORDER BY id`
-        const created = originEntry(rows[0])
+        const row = rows[0] as any
+        const trail: ReadonlyArray<readonly [number | string, LogKind, string]> = typeof row.trail === "string" ? JSON.parse(row.trail) : row.trail
+        const created = originEntry(row)
         return Option.some({
-          job: rowToJob(rows[0]),
+          job: rowToJob(row),
           logs: (created === undefined ? [] : [created]).concat(
-            logs.map((l: any): JobLog => ({ jobId: l.job_id, at: new Date(l.at), kind: l.kind, message: l.message }))
+            trail.map(([at, kind, message]): JobLog => ({ jobId: id, at: new Date(Number(at)), kind, message }))
           )
         })
       }).pipe(Effect.mapError(fail("get"))),
