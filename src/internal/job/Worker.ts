@@ -378,8 +378,8 @@ export const make = <const A extends ReadonlyArray<Addon<any>> = []>(
 
     /**
      * While this fiber holds a slot of `policy`: the next due jobs of it, under the same slot. Claims
-     * grow 1, 2, 4 .. 8 rows at a time (the bounds are checked before each claim, so a chain may run
-     * up to 7 jobs past them); rows of another policy run after the release, through the gate, and
+     * grow 1, 2, 4 .. `maxBatch` rows at a time (the time bound is checked before each claim, so a chain
+     * may run up to `maxBatch` - 1 jobs past it); rows of another policy run after the release, through the gate, and
      * claimed rows are handed back to the queue if the fiber is interrupted.
      */
     const reuseSlot = (policy: ConcurrencyPolicy, later: Array<Job>): Effect.Effect<number> => {
@@ -416,7 +416,7 @@ export const make = <const A extends ReadonlyArray<Addon<any>> = []>(
             }
             ran++
           }
-          batch = Math.min(8, batch * 2)
+          batch = Math.min(maxBatch, batch * 2)
         }
         return ran
       }).pipe(
