@@ -65,14 +65,21 @@ const claimOne = (store: JobStore["Type"]) =>
     return claimed!
   })
 
+/** A claimed job, and a slot of a fresh name held in a scope of its own (closed by the test). */
+const claimAndHold = (shared: boolean, label: string) =>
+  Effect.gen(function* () {
+    const { provider, store } = yield* build(shared)
+    const name = key(label)
+    const job = yield* claimOne(store)
+    const scope = yield* Scope.make()
+    const slot = Option.getOrThrow(yield* Scope.extend(provider.tryAcquire(name, 1, 0), scope))
+    return { job, name, provider, scope, slot, store }
+  })
+
 describe("PostgreSQL: the slot's release inside the finalizing statement", () => {
   it.live("one statement writes the result and frees the slot; the scope then only gives the connection back", () =>
     Effect.gen(function* () {
-      const { provider, store } = yield* build(true)
-      const name = key("one")
-      const job = yield* claimOne(store)
-      const scope = yield* Scope.make()
-      const slot = Option.getOrThrow(yield* Scope.extend(provider.tryAcquire(name, 1, 0), scope))
+      const { job, name, provider, scope, slot, store } = yield* claimAndHold(true, "one")
       const release = fusedRelease(slot)
       expect(release).toBeDefined()
       expect(yield* held(name)).toBe(true)
@@ -90,11 +97,7 @@ describe("PostgreSQL: the slot's release inside the finalizing statement", () =>
 
   it.live("a provider on another client is not fused: the slot stays held until the scope closes", () =>
     Effect.gen(function* () {
-      const { provider, store } = yield* build(false)
-      const name = key("other")
-      const job = yield* claimOne(store)
-      const scope = yield* Scope.make()
-      const slot = Option.getOrThrow(yield* Scope.extend(provider.tryAcquire(name, 1, 0), scope))
+      const { job, name, scope, slot, store } = yield* claimAndHold(false, "other")
       expect(yield* store.finalize({ job, workerId: "w1", outcome: Outcome.Succeeded(), metadata: {}, release: fusedRelease(slot) })).toBe(true)
       expect(yield* held(name)).toBe(true)
       yield* Scope.close(scope, Exit.void)
@@ -103,11 +106,7 @@ describe("PostgreSQL: the slot's release inside the finalizing statement", () =>
 
   it.live("the slot's connection is gone: the result is still written (through the pool), the slot is lost", () =>
     Effect.gen(function* () {
-      const { provider, store } = yield* build(true)
-      const name = key("lost")
-      const job = yield* claimOne(store)
-      const scope = yield* Scope.make()
-      const slot = Option.getOrThrow(yield* Scope.extend(provider.tryAcquire(name, 1, 0), scope))
+      const { job, name, scope, slot, store } = yield* claimAndHold(true, "lost")
       const release = fusedRelease(slot)!
       yield* sqlOf(
         `SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' AND granted AND objsubid = 1
