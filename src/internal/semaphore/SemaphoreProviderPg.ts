@@ -12,7 +12,9 @@
  *   a slot that was free for the whole call is always found. Only a holder's connection dying
  *   frees a slot outside the guard.
  * - Connections: by default each held slot keeps its own connection checked out (`sql.reserve`)
- *   until release. With `multiplex: { connections: K }` all slots of the process live on K
+ *   until release. In that mode a held slot also offers its release to the job store
+ *   (`fusedRelease`): the attempt's finalizing statement then runs on the slot's connection and
+ *   unlocks the slot under its guard, so the release costs no round trip of its own. With `multiplex: { connections: K }` all slots of the process live on K
  *   long-lived connections; session locks are re-entrant per connection, so an in-process gate
  *   (per connection: a mutex plus the set of locks it holds, which the scan skips) keeps two
  *   fibers from both holding one slot.

@@ -1,7 +1,9 @@
 /**
  * The PostgreSQL job store (@effect/sql-pg). Each operation is one SQL statement: claims use
- * `FOR UPDATE SKIP LOCKED`, and an attempt's finalizing write updates the row, appends the audit
- * entry and bumps the counters in one round trip. Fifo-mode rows are claimed in submission order per
+ * `FOR UPDATE SKIP LOCKED` (and read the admin override of each claimed row's concurrency key), and an
+ * attempt's finalizing write updates the row, appends the audit entry and bumps the counters in one
+ * round trip — on the held slot's connection, unlocking the slot too, when the worker hands it the
+ * slot's release of a `SemaphoreProviderPg` on the same `SqlClient`. Fifo-mode rows are claimed in submission order per
  * key (see `JobStoreService.fetch`). An insert of more than `insertChunk` rows is one statement per
  * chunk, all in one transaction (a savepoint inside the caller's). Every statement runs on the
  * `SqlClient` in context, so inside the caller's `withTransaction` it joins that transaction.
