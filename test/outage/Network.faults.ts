@@ -4,8 +4,12 @@
  * comes back on another port and the proxy is re-pointed (failover). Same workload as
  * test/outage/Outage.test.ts; each test starts its own PostgreSQL.
  */
-import { describe, expect, it } from "vitest"
+import { afterAll, describe, expect, it } from "vitest"
 import { type Figures, runScenario, type Scenario, summary } from "../support/faults/harness.js"
+import { destroyAll } from "../support/faults/PrivatePg.js"
+
+// a scenario that times out never reaches its own cleanup: stop its server here
+afterAll(destroyAll)
 
 const base = {
   keyedJobs: 200,

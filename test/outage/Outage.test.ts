@@ -4,8 +4,12 @@
  * (`pg_ctl stop -m immediate`) while they run and started again. Scaled down for CI; the full-size
  * scenario is `npm run faults`. Each test starts its own server (no DATABASE_URL needed).
  */
-import { describe, expect, it } from "vitest"
+import { afterAll, describe, expect, it } from "vitest"
 import { type Figures, runScenario, type Scenario, summary } from "../support/faults/harness.js"
+import { destroyAll } from "../support/faults/PrivatePg.js"
+
+// a scenario that times out never reaches its own cleanup: stop its server here
+afterAll(destroyAll)
 
 const base = {
   keyedJobs: 200,

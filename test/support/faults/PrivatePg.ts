@@ -72,14 +72,26 @@ export const startPrivatePg = async (options: { readonly maxConnections?: number
   }
   const stop = (mode: "immediate" | "fast") => pgTool("pg_ctl", ["-D", data, "-m", mode, "-w", "-t", "60", "stop"]).then(() => undefined)
   await start()
-  return {
+  const server: PrivatePg = {
     port: () => port,
     url: (database = "postgres") => `postgres://postgres@127.0.0.1:${port}/${database}`,
     stopHard: () => stop("immediate"),
     start,
     destroy: async () => {
+      live.delete(server)
       await stop("fast").catch(() => {})
       rmSync(root, { recursive: true, force: true })
     }
   }
+  live.add(server)
+  return server
 }
+
+/** Servers started and not yet destroyed. */
+const live = new Set<PrivatePg>()
+
+/**
+ * Destroys every server this process started and has not destroyed: for an `afterAll`, since a test
+ * that times out never runs its own cleanup and `pg_ctl` servers outlive the test process.
+ */
+export const destroyAll = (): Promise<void> => Promise.all([...live].map((s) => s.destroy())).then(() => undefined)
