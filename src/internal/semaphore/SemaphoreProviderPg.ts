@@ -38,6 +38,7 @@
  */
 import type { Connection } from "@effect/sql/SqlConnection"
 import * as SqlClient from "@effect/sql/SqlClient"
+import type * as Statement from "@effect/sql/Statement"
 import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -99,33 +100,22 @@ SELECT ($2::int + i) % $3::int AS position,
        CASE WHEN $7::boolean THEN nextval('warp_semaphore_fence')::text END AS fence
 FROM scan WHERE got`
 
-/**
- * `$1` the slot's lock id, `$2`/`$3` the guard key; `$4` the value to put the session's
- * `idle_session_timeout` back to (the connection goes back to the pool), NULL: left as it is.
- */
-const RELEASE = `SELECT pg_advisory_unlock($1::bigint) AS released,
-       CASE WHEN $4::text IS NULL THEN NULL ELSE set_config('idle_session_timeout', $4::text, false) END AS deadline
-FROM (SELECT pg_advisory_xact_lock($2::int, $3::int)) AS guard`
-
 const UNLOCK_ALL = "SELECT pg_advisory_unlock_all()"
 const UNLOCK_ALL_RESET = "SELECT pg_advisory_unlock_all(), set_config('idle_session_timeout', $1::text, false)"
 
 /**
  * A held slot's release, offered to a store that can run it inside its own finalizing statement on
  * the slot's connection (the built-in PostgreSQL store does, when it shares the provider's
- * `SqlClient`). The statement must unlock `lockId` under the guard `guard` (a transaction lock in the
- * two-int key space) and, when `reset` is not null, set `idle_session_timeout` back to `reset` — what
- * the provider's own release does. Only the default mode (one connection per held slot) offers it.
+ * `SqlClient`). Only the default mode (one connection per held slot) offers it.
  */
 export interface FusedRelease {
   /** The `SqlClient` whose connection holds the slot: a store fuses only a statement meant for it. */
   readonly client: SqlClient.SqlClient
-  /** The slot's advisory lock id (a signed 64-bit integer, as decimal text). */
-  readonly lockId: string
-  /** The name's guard key. */
-  readonly guard: readonly [number, number]
-  /** The session's `idle_session_timeout` to restore, or null. */
-  readonly reset: string | null
+  /**
+   * The release as a query of that client — the slot unlocked under its name's guard, the session's
+   * `idle_session_timeout` put back — for the store to embed (e.g. as a CTE its statement reads).
+   */
+  readonly statement: Statement.Fragment
   /**
    * Runs `text` (with `params`) on the slot's connection. On success the slot counts as released and
    * the scope's release only gives the connection back; on failure, or when the connection is lost
@@ -299,6 +289,17 @@ export const make = (options: PgProviderOptions = {}): Effect.Effect<SemaphorePr
         )
       })
 
+    /**
+     * The release of slot `id` of `name`: unlocked under the name's guard; with `reset` not null, the
+     * session's `idle_session_timeout` put back (the connection goes back to the pool).
+     */
+    const releaseStatement = (name: string, id: string, reset: string | null) => {
+      const [g1, g2] = guardOf(name)
+      return sql`SELECT pg_advisory_unlock(${id}::bigint) AS released,
+       CASE WHEN ${reset}::text IS NULL THEN NULL ELSE set_config('idle_session_timeout', ${reset}::text, false) END AS deadline
+FROM (SELECT pg_advisory_xact_lock(${g1}::int, ${g2}::int)) AS guard`
+    }
+
     /** Drops whatever the connection still holds and gives it back to the pool. */
     const dispose = (lane: Lane) =>
       query(lane, resetDeadline === null ? UNLOCK_ALL : UNLOCK_ALL_RESET, resetDeadline === null ? [] : [resetDeadline]).pipe(Effect.ignore, Effect.zipRight(Scope.close(lane.scope, Exit.void)))
@@ -369,8 +370,8 @@ export const make = (options: PgProviderOptions = {}): Effect.Effect<SemaphorePr
     const unlock = (lane: Lane, name: string, id: string, last: boolean): Effect.Effect<void> =>
       Effect.suspend(() => {
         if (lane.dead) return Effect.void
-        const [g1, g2] = guardOf(name)
-        return query(lane, RELEASE, [id, g1, g2, last ? resetDeadline : null]).pipe(
+        const [text, params] = releaseStatement(name, id, last ? resetDeadline : null).compile()
+        return query(lane, text, params).pipe(
           Effect.matchEffect({ onFailure: () => kill(lane), onSuccess: () => Effect.sync(() => void lane.held.delete(id)) })
         )
       })
@@ -399,9 +400,7 @@ export const make = (options: PgProviderOptions = {}): Effect.Effect<SemaphorePr
         const slot: Slot = { name, index, lost: Deferred.await(lane.lost), fence }
         const fusedOnce: FusedRelease = {
           client: sql,
-          lockId: id,
-          guard: guardOf(name),
-          reset: resetDeadline,
+          statement: releaseStatement(name, id, resetDeadline),
           run: (text, params) =>
             Effect.suspend(() => {
               if (lane.dead || fused || !lane.held.has(id)) return Effect.failSync(() => new SemaphoreError({ name, message: "slot no longer held" }))

@@ -313,11 +313,7 @@ export const make = Effect.gen(function* () {
         )${
           fused === undefined
             ? sql``
-            : sql`, r AS (
-          SELECT pg_advisory_unlock(${fused.lockId}::bigint) AS released,
-                 CASE WHEN ${fused.reset}::text IS NULL THEN NULL ELSE set_config('idle_session_timeout', ${fused.reset}::text, false) END AS deadline
-          FROM (SELECT pg_advisory_xact_lock(${fused.guard[0]}::int, ${fused.guard[1]}::int)) AS guard
-        )`
+            : sql`, r AS (${fused.statement})`
         }
         SELECT count(*)::int AS n${fused === undefined ? sql`` : sql`, (SELECT released FROM r) AS released`} FROM u`
       const written = (rows: ReadonlyArray<unknown>) => Number((rows[0] as any)?.n ?? 0) === 1
