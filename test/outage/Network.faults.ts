@@ -5,11 +5,11 @@
  * test/outage/Outage.test.ts; each test starts its own PostgreSQL.
  */
 import { afterAll, describe, expect, it } from "vitest"
-import { type Figures, runScenario, type Scenario, summary } from "../support/faults/harness.js"
+import { type Figures, runScenario, type Scenario, stopAllChildren, summary } from "../support/faults/harness.js"
 import { destroyAll } from "../support/faults/PrivatePg.js"
 
-// a scenario that times out never reaches its own cleanup: stop its server here
-afterAll(destroyAll)
+// a scenario that times out never reaches its own cleanup: stop its workers and its server here
+afterAll(() => stopAllChildren().then(destroyAll))
 
 const base = {
   keyedJobs: 200,

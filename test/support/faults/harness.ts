@@ -33,6 +33,15 @@ import { type TcpProxy, startProxy } from "./TcpProxy.js"
 const entry = fileURLToPath(new URL("./outageWorker.ts", import.meta.url))
 const root = fileURLToPath(new URL("../../../", import.meta.url))
 
+/** Worker processes started and not yet exited. */
+const children = new Set<OutageChild>()
+
+/**
+ * Kills every worker process this process started that is still running: for an `afterAll`, since a
+ * scenario that times out never stops its own workers (they would retry against a dead server forever).
+ */
+export const stopAllChildren = (): Promise<void> => Promise.all([...children].map((c) => c.stop(1_000))).then(() => undefined)
+
 /** One worker process of the scenario. */
 export class OutageChild {
   readonly process: ChildProcess
@@ -50,7 +59,9 @@ export class OutageChild {
     this.process.stdout!.setEncoding("utf8")
     this.process.stderr!.setEncoding("utf8")
     this.process.stderr!.on("data", (d: string) => (this.err = (this.err + d).slice(-20_000)))
+    children.add(this)
     this.exited = new Promise((resolve) => this.process.once("exit", () => resolve()))
+    void this.exited.then(() => children.delete(this))
     this.ready = new Promise((resolve, reject) => {
       this.process.stdout!.on("data", (d: string) => {
         this.out = (this.out + d).slice(-200_000)
