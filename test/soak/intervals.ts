@@ -82,7 +82,7 @@ export const loadIntervals = Effect.gen(function* () {
            ${µs("i.claimed_at")} AS claimed_at, ${µs("i.entered")} AS entered,
            ${µs("i.exited")} AS exited, ${µs("d.at")} AS died,
            ${µs("(SELECT min(l.at) FROM warp_job_logs l WHERE l.job_id = i.job_id AND l.at > i.entered)")} AS next_log
-    FROM rel_intervals i LEFT JOIN rel_deaths d ON d.pid = i.pid`)
+    FROM rel_intervals i LEFT JOIN rel_deaths d ON d.pid = i.pid AND d.proc = i.proc`)
   return rows.map((r): Interval => {
     const source = r.exited !== null ? "recorded" : r.died !== null ? "death" : r.next_log !== null ? "audit" : "open"
     const exited = r.exited ?? r.died ?? r.next_log

@@ -30,7 +30,7 @@ describe("soak (short)", () => {
           serverUrl: serverUrl(),
           processes: 2,
           fibers: 4,
-          jobs: 1_000,
+          jobs: 600,
           keys: 20,
           faultEveryMs: 400,
           weights: { kill: 1, terminate: 1, interrupt: 1 },

@@ -59,9 +59,12 @@ export const createTables = Effect.gen(function* () {
     )`
   yield* sql`
     CREATE TABLE IF NOT EXISTS rel_deaths (
-      pid integer PRIMARY KEY,
+      pid integer NOT NULL,
       proc text NOT NULL,
-      at timestamptz NOT NULL
+      at timestamptz NOT NULL,
+      -- a process is its name (one per spawn) and pid: pids are reused (a 32,768 pid space wraps within
+      -- one soak on a busy machine)
+      PRIMARY KEY (proc, pid)
     )`
   yield* sql`
     CREATE TABLE IF NOT EXISTS rel_faults (
