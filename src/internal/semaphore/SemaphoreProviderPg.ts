@@ -388,13 +388,13 @@ FROM (SELECT pg_advisory_xact_lock(${g1}::int, ${g2}::int)) AS guard`
         const { fence, index } = taken.value
         yield* watch(lane)
         const id = ids[index]!
-        // set once the slot's release ran inside a store's finalizing statement
-        let fused = false
+        // the lane holds this one slot until it is unlocked: by `unlock`, or by a store's finalizing statement
+        const holds = () => !lane.dead && lane.held.has(id)
         const release = Effect.gen(function* () {
           if (lane.watchdog !== undefined) yield* Fiber.interrupt(lane.watchdog)
           lane.watchdog = undefined
           if (lane.dead) return
-          if (!fused) yield* unlock(lane, name, id, true)
+          if (lane.held.has(id)) yield* unlock(lane, name, id, true)
           if (!lane.dead) yield* Scope.close(lane.scope, Exit.void)
         })
         const slot: Slot = { name, index, lost: Deferred.await(lane.lost), fence }
@@ -403,7 +403,7 @@ FROM (SELECT pg_advisory_xact_lock(${g1}::int, ${g2}::int)) AS guard`
           statement: releaseStatement(name, id, resetDeadline),
           run: (text, params) =>
             Effect.suspend(() => {
-              if (lane.dead || fused || !lane.held.has(id)) return Effect.failSync(() => new SemaphoreError({ name, message: "slot no longer held" }))
+              if (!holds()) return Effect.failSync(() => new SemaphoreError({ name, message: "slot no longer held" }))
               const lost = Effect.zipRight(
                 Deferred.await(lane.lost),
                 Effect.failSync(() => new SemaphoreError({ name, message: "slot connection lost during the finalizing statement" }))
@@ -420,16 +420,12 @@ FROM (SELECT pg_advisory_xact_lock(${g1}::int, ${g2}::int)) AS guard`
                 ),
                 Effect.tapBoth({
                   onFailure: () => kill(lane),
-                  onSuccess: () =>
-                    Effect.sync(() => {
-                      fused = true
-                      lane.held.delete(id)
-                    })
+                  onSuccess: () => Effect.sync(() => void lane.held.delete(id))
                 })
               )
             })
         }
-        fusable.set(slot, () => (lane.dead || fused ? undefined : fusedOnce))
+        fusable.set(slot, () => (holds() ? fusedOnce : undefined))
         return Option.some({ slot, release })
       })
 
