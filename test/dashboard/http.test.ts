@@ -354,6 +354,11 @@ describe("store failures", () => {
       list: () => down,
       countByState: down,
       counters: down,
+      requestCancel: () => down,
+      cancelRequests: () => down,
+      reportWorker: () => down,
+      removeWorker: () => down,
+      workers: down,
       locks: { tryAcquire: () => Effect.die("unused") }
     })
     const broken = await F.serve({ context: Context.make(F.JobStoreTag, store) } as F.App<F.Env>)

@@ -30,7 +30,9 @@ export class Job extends Schema.Class<Job>("Job")({
    * claiming statement (the built-in PostgreSQL store, for a key the row carries): the key, and the
    * override's slots then (null: none). The concurrency gate uses it instead of asking again.
    */
-  adminLimit: Schema.optional(Schema.Struct({ key: Schema.String, slots: Schema.NullOr(Schema.Number) }))
+  adminLimit: Schema.optional(Schema.Struct({ key: Schema.String, slots: Schema.NullOr(Schema.Number) })),
+  /** The reason of an operator's cancel asked for this row while it runs (see `JobStoreService.requestCancel`). */
+  cancelRequested: Schema.optional(Schema.String)
 }) {}
 
 /** A row to insert at publish. */

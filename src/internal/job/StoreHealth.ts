@@ -18,6 +18,8 @@ export interface StoreHealth {
   readonly observe: <A, E, R>(self: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
   /** Since when (epoch ms) the store has been unreachable, if it is. */
   readonly downSince: () => number | undefined
+  /** The last outage that is over: how long it lasted and when it ended (epoch ms). */
+  readonly lastOutage: () => { readonly ms: number; readonly endedAt: number } | undefined
 }
 
 const describe = (e: unknown): string => {
@@ -28,8 +30,10 @@ const describe = (e: unknown): string => {
 /** A tracker for one worker (`workerId` is named in its log lines). */
 export const make = (workerId: string): StoreHealth => {
   let since: number | undefined
+  let last: { readonly ms: number; readonly endedAt: number } | undefined
   return {
     downSince: () => since,
+    lastOutage: () => last,
     observe: (self) =>
       self.pipe(
         Effect.tapBoth({
@@ -45,6 +49,7 @@ export const make = (workerId: string): StoreHealth => {
               : Effect.flatMap(Clock.currentTimeMillis, (now) => {
                   if (since === undefined) return Effect.void
                   const seconds = (now - since) / 1000
+                  last = { ms: now - since, endedAt: now }
                   since = undefined
                   return Effect.logInfo(`worker ${workerId}: job store reachable again after ${seconds.toFixed(1)} s`)
                 })

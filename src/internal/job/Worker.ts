@@ -15,6 +15,7 @@ import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
+import * as FiberId from "effect/FiberId"
 import { identity } from "effect/Function"
 import * as Layer from "effect/Layer"
 import * as Metric from "effect/Metric"
@@ -31,7 +32,8 @@ import type { Policies } from "../policy/PolicyFamily.js"
 import * as PolicyResolution from "../policy/PolicyResolution.js"
 import * as RetryBehavior from "../policy/RetryBehavior.js"
 import * as TimeoutBehavior from "../policy/TimeoutBehavior.js"
-import { type FetchHint, JobStore } from "../store/JobStore.js"
+import { hostname } from "node:os"
+import { cancelText, type FetchHint, JobStore } from "../store/JobStore.js"
 import { type Attempt, CurrentAttempt, CurrentSlot, HeldSlot, type SlotInfo } from "./Attempt.js"
 import { type FusedRelease, fusedRelease } from "../semaphore/SemaphoreProviderPg.js"
 import type { AttemptInfo } from "./Handler.js"
@@ -74,6 +76,11 @@ export interface WorkerOptions<A extends ReadonlyArray<Addon<any>> = ReadonlyArr
    * batches of quick jobs run uncontended; 1 turns batching off (one claim per attempt).
    */
   readonly maxBatch?: number
+  /**
+   * How often the worker asks the store whether an operator cancelled a job it is running (default
+   * 1 s; see `JobStoreService.requestCancel`). Asked only while it holds jobs.
+   */
+  readonly cancelCheckInterval?: Duration.DurationInput
 }
 
 /** The concurrency policy a row carries in its metadata (stamped, or set at enqueue), if any. */
@@ -161,6 +168,13 @@ export const make = <const A extends ReadonlyArray<Addon<any>> = []>(
           }
 
     const health = StoreHealth.make(workerId)
+    const cancelCheck = Duration.decode(options.cancelCheckInterval ?? "1 second")
+    /** Cancels an operator asked for jobs this worker holds: the reason, by job id. */
+    const cancelAsked = new Map<string, string>()
+    /** The concurrency key of each running handler (it holds a slot of it), by job id. */
+    const runningKeys = new Map<string, string>()
+    /** The running handlers' cancel signals, by job id. */
+    const cancelSignals = new Map<string, Deferred.Deferred<string>>()
     /** Store calls that failed are retried quickly (the store's return is noticed within half a second). */
     const storeRetry = Schedule.exponential("50 millis").pipe(Schedule.union(Schedule.spaced("500 millis")))
     /** Jobs whose handler started in their current claim (a claim whose handler never ran is not an attempt). */
@@ -168,6 +182,7 @@ export const make = <const A extends ReadonlyArray<Addon<any>> = []>(
     /** When each claimed job's lease runs out unless a heartbeat renews it (local clock, epoch ms). */
     const leaseUntil = new Map<string, number>()
     const leaseMs = Duration.toMillis(lease)
+    const heartbeatMs = Math.max(10, leaseMs / 3)
 
     /**
      * The attempt's finalizing write. A finished attempt's outcome is kept until it is written: the write
@@ -256,10 +271,38 @@ export const make = <const A extends ReadonlyArray<Addon<any>> = []>(
         yield* store.appendLog(job.id, "Recovered", text).pipe(Effect.retry({ schedule: storeRetry, times: 20 }), Effect.ignore)
       })
 
+    /** The outcome of an attempt an operator cancelled (its handler interrupted, if it had started). */
+    const cancelled = (job: Job, reason: string, running: boolean): Outcome =>
+      Outcome.Deleted({ reason: cancelText(reason, running ? { attempt: job.attempt } : undefined) })
+
+    /** A cancel asked for `job` before its handler started, if any. */
+    const cancelOf = (job: Job): string | undefined => cancelAsked.get(job.id) ?? job.cancelRequested
+
+    /**
+     * Runs the handler, unless the job was cancelled; a cancel asked while it runs interrupts it (its
+     * finalizers run first) and the attempt ends as Deleted.
+     */
     const runHandler = (attempt: Attempt): Effect.Effect<Outcome> =>
       Effect.suspend(() => {
-        ran.add(attempt.job.id)
-        return handlerOutcome(attempt)
+        const job = attempt.job
+        const asked = cancelOf(job)
+        if (asked !== undefined) return Effect.succeed(cancelled(job, asked, false))
+        ran.add(job.id)
+        const key = attempt.policies.concurrency?.key
+        if (key !== undefined) runningKeys.set(job.id, key)
+        const signal = Deferred.unsafeMake<string>(FiberId.none)
+        cancelSignals.set(job.id, signal)
+        return Effect.raceFirst(
+          handlerOutcome(attempt),
+          Effect.map(Deferred.await(signal), (reason) => cancelled(job, reason, true))
+        ).pipe(
+          Effect.ensuring(
+            Effect.sync(() => {
+              cancelSignals.delete(job.id)
+              runningKeys.delete(job.id)
+            })
+          )
+        )
       })
 
     const handlerOutcome = (attempt: Attempt): Effect.Effect<Outcome> => Effect.flatMap(CurrentSlot, (slot) => handlerOutcomeIn(attempt, slot))
@@ -456,6 +499,12 @@ export const make = <const A extends ReadonlyArray<Addon<any>> = []>(
           yield* finalizeOnce(lapsed, job.metadata)
           return { outcome: lapsed, waitKey: undefined }
         }
+        const asked = cancelOf(job)
+        if (asked !== undefined) {
+          const outcome = cancelled(job, asked, false)
+          yield* finalizeOnce(outcome, job.metadata)
+          return { outcome, waitKey: undefined }
+        }
         const now = new Date(nowMs)
         const prepared = prepare(job, now, yield* globalPolicies.current)
         if (Either.isLeft(prepared)) {
@@ -647,13 +696,56 @@ export const make = <const A extends ReadonlyArray<Addon<any>> = []>(
               for (const id of ids) if (inFlight.has(id)) leaseUntil.set(id, started + leaseMs)
               for (const id of leaseUntil.keys()) if (!inFlight.has(id)) leaseUntil.delete(id)
             })
-          )
+          ),
+          Effect.zipRight(report)
         )
       )
-    }).pipe(Effect.repeat(Schedule.spaced(Duration.millis(Math.max(10, Duration.toMillis(lease) / 3)))))
+    }).pipe(Effect.repeat(Schedule.spaced(Duration.millis(heartbeatMs))))
+
+    /** This worker's entry in the store's registry (`JobStoreService.workers`), renewed with each heartbeat. */
+    const report = Effect.suspend(() => {
+      const outage = health.lastOutage()
+      const held = new Map<string, number>()
+      for (const key of runningKeys.values()) held.set(key, (held.get(key) ?? 0) + 1)
+      return store.reportWorker({
+        slots: [...held].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([key, n]) => ({ key, held: n })),
+        workerId,
+        host: hostname(),
+        pid: process.pid,
+        lanes: concurrency,
+        inFlight: inFlight.size,
+        heartbeatMs,
+        lastOutage: outage === undefined ? undefined : { ms: outage.ms, endedAt: new Date(outage.endedAt) }
+      })
+    }).pipe(health.observe, Effect.catchAll((e) => Effect.logDebug("worker registry report failed", e)))
+
+    /** Learns of the cancels asked for jobs this worker holds, and signals their handlers. */
+    const cancelWatch = Effect.suspend(() => {
+      for (const id of cancelAsked.keys()) if (!inFlight.has(id)) cancelAsked.delete(id)
+      const ids = [...inFlight]
+      if (ids.length === 0) return Effect.void
+      return store.cancelRequests(workerId, ids).pipe(
+        Effect.flatMap((asked) =>
+          Effect.forEach(asked, ({ id, reason }) =>
+            Effect.suspend(() => {
+              if (!inFlight.has(id) || cancelAsked.has(id)) return Effect.void
+              cancelAsked.set(id, reason)
+              const signal = cancelSignals.get(id)
+              return Effect.zipRight(
+                Effect.logInfo(`cancel of ${id} asked by an operator${reason === "" ? "" : ` (${reason})`}`),
+                signal === undefined ? Effect.void : Deferred.succeed(signal, reason)
+              )
+            })
+          )
+        ),
+        // the store is out of reach: the heartbeat and the finalize report it; asked again at the next tick
+        Effect.catchAll(() => Effect.void)
+      )
+    }).pipe(Effect.repeat(Schedule.spaced(cancelCheck)))
 
     const fibers = yield* Effect.forEach(Array.from({ length: concurrency }), () => Effect.forkDaemon(loop))
     const beat = yield* Effect.forkDaemon(heartbeat)
+    const watch = yield* Effect.forkDaemon(cancelWatch)
 
     yield* Effect.addFinalizer(() =>
       Effect.gen(function* () {
@@ -663,6 +755,9 @@ export const make = <const A extends ReadonlyArray<Addon<any>> = []>(
         const done = yield* Effect.timeout(Effect.interruptible(all), grace).pipe(Effect.option)
         if (Option.isNone(done)) yield* Fiber.interruptAll(fibers)
         yield* Fiber.interrupt(beat)
+        yield* Fiber.interrupt(watch)
+        // a worker that cannot reach its store leaves its entry, shown as stale
+        yield* store.removeWorker(workerId).pipe(Effect.timeout("2 seconds"), Effect.ignore)
       })
     )
 

@@ -60,6 +60,53 @@ export interface FetchHint {
   readonly sameSlot?: { readonly key: string; readonly limit: number; readonly depth: number } | undefined
 }
 
+/**
+ * What {@link JobStoreService.requestCancel} did:
+ * - `Cancelled`: the job was waiting (Enqueued or Scheduled); it is Deleted now, with its audit entry;
+ * - `Cancelling`: the job is running; the worker holding it interrupts the attempt (its slot is freed by
+ *   the attempt's scope) and writes it as Deleted with the audit entry, within its cancel check interval;
+ * - `Finished`: the job had already ended (Succeeded, Failed or Deleted); nothing was written;
+ * - `NotFound`: no job has this id.
+ */
+export type CancelResult = "Cancelled" | "Cancelling" | "Finished" | "NotFound"
+
+/** The audit text of a job cancelled by an operator (`reason` appended when given). */
+export const cancelText = (reason: string, running?: { readonly attempt: number }): string =>
+  `Cancelled — by an operator${running === undefined ? "" : ` while running (attempt ${running.attempt} interrupted)`}${reason === "" ? "" : `: ${reason}`}`
+
+/** A cancel asked for a job a worker holds. */
+export interface CancelRequest {
+  readonly id: string
+  readonly reason: string
+}
+
+/** What a worker reports of itself with each heartbeat (see {@link JobStoreService.reportWorker}). */
+export interface WorkerReport {
+  readonly workerId: string
+  readonly host: string
+  readonly pid: number
+  /** Fibers running attempts. */
+  readonly lanes: number
+  /** Jobs claimed and not yet finalized. */
+  readonly inFlight: number
+  /** Concurrency keys of the handlers it is running now, with how many of each. */
+  readonly slots: ReadonlyArray<{ readonly key: string; readonly held: number }>
+  /** How often the worker reports (its heartbeat interval). */
+  readonly heartbeatMs: number
+  /** The worker's last outage of the store, once it is over. */
+  readonly lastOutage?: { readonly ms: number; readonly endedAt: Date } | undefined
+}
+
+/** A worker as the registry sees it. */
+export interface WorkerInfo extends WorkerReport {
+  readonly startedAt: Date
+  readonly seenAt: Date
+  /** Milliseconds since the worker last reported, by the store's clock. */
+  readonly silentMs: number
+  /** Jobs it holds now (Processing rows locked by it). */
+  readonly holding: number
+}
+
 /** A page of jobs. */
 export interface JobPage {
   readonly rows: ReadonlyArray<Job>
@@ -98,6 +145,20 @@ export interface JobStoreService {
   readonly appendLog: (jobId: string, kind: LogKind, message: string) => Effect.Effect<void, StoreError>
   /** Extends the lease of this worker's claimed rows. */
   readonly heartbeat: (workerId: string, ids: ReadonlyArray<string>, lease: Duration.Duration) => Effect.Effect<void, StoreError>
+  /**
+   * Asks to cancel a job (see {@link CancelResult}). A waiting job is Deleted at once; a running one
+   * is marked, and the worker holding it learns of it from {@link cancelRequests} (or from the row,
+   * when it claims it again) and ends the attempt as Deleted. Audit text: {@link cancelText}.
+   */
+  readonly requestCancel: (id: string, reason: string) => Effect.Effect<CancelResult, StoreError>
+  /** The cancels asked for among `ids`, jobs this worker holds. */
+  readonly cancelRequests: (workerId: string, ids: ReadonlyArray<string>) => Effect.Effect<ReadonlyArray<CancelRequest>, StoreError>
+  /** Records a worker's report in the registry (insert or update; the store stamps the time). */
+  readonly reportWorker: (report: WorkerReport) => Effect.Effect<void, StoreError>
+  /** Removes a stopping worker from the registry. */
+  readonly removeWorker: (workerId: string) => Effect.Effect<void, StoreError>
+  /** The registry: every worker that reported and has not stopped, oldest first. */
+  readonly workers: Effect.Effect<ReadonlyArray<WorkerInfo>, StoreError>
   /** One job with its audit trail. */
   readonly get: (id: string) => Effect.Effect<Option.Option<JobDetail>, StoreError>
   /** Jobs in a state (or all), newest first. */

@@ -13,7 +13,20 @@ import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import { Job, type JobLog } from "../job/Job.js"
 import { counterOf, logOf, stateOf } from "../job/Outcome.js"
-import { bySubmission, claimOrder, counterKeys, emptyCounts, fifoPolicyOf, isWindow, JobStore, type JobStoreService } from "./JobStore.js"
+import {
+  bySubmission,
+  type CancelResult,
+  cancelText,
+  claimOrder,
+  counterKeys,
+  emptyCounts,
+  fifoPolicyOf,
+  isWindow,
+  JobStore,
+  type JobStoreService,
+  type WorkerInfo,
+  type WorkerReport
+} from "./JobStore.js"
 import * as SemaphoreProviderMemory from "../semaphore/SemaphoreProviderMemory.js"
 import { StoreError } from "./StoreError.js"
 
@@ -24,6 +37,7 @@ export const make = Effect.flatMap(SemaphoreProviderMemory.make, (locks) => Effe
   const jobs = new Map<string, Job>()
   const logs = new Map<string, Array<JobLog>>()
   const counters = new Map<string, number>()
+  const workers = new Map<string, { report: WorkerReport; startedAt: Date; seenAt: Date }>()
 
   const log = (jobId: string, at: Date, kind: JobLog["kind"], message: string) => {
     const list = logs.get(jobId) ?? []
@@ -148,7 +162,8 @@ export const make = Effect.flatMap(SemaphoreProviderMemory.make, (locks) => Effe
             lockedBy: null,
             leaseUntil: null,
             updatedAt: at,
-            attempt: handlerRan ? cur.attempt : cur.attempt - 1
+            attempt: handlerRan ? cur.attempt : cur.attempt - 1,
+            cancelRequested: pending ? cur.cancelRequested : undefined
           })
         )
         const l = logOf(outcome)
@@ -171,6 +186,62 @@ export const make = Effect.flatMap(SemaphoreProviderMemory.make, (locks) => Effe
           }
         }
       }),
+
+    requestCancel: (id, reason) =>
+      Effect.map(now, (at): CancelResult => {
+        const j = jobs.get(id)
+        if (j === undefined) return "NotFound"
+        switch (j.state) {
+          case "Processing":
+            jobs.set(id, clone(j, { cancelRequested: reason }))
+            return "Cancelling"
+          case "Enqueued":
+          case "Scheduled":
+            jobs.set(id, clone(j, { state: "Deleted", lockedBy: null, leaseUntil: null, cancelRequested: undefined, updatedAt: at }))
+            log(id, at, "Cancelled", cancelText(reason))
+            for (const k of counterKeys("stats:deleted", j.type)) counters.set(k, (counters.get(k) ?? 0) + 1)
+            return "Cancelled"
+          default:
+            return "Finished"
+        }
+      }),
+
+    cancelRequests: (workerId, ids) =>
+      Effect.sync(() =>
+        ids.flatMap((id) => {
+          const j = jobs.get(id)
+          return j !== undefined && j.state === "Processing" && j.lockedBy === workerId && j.cancelRequested !== undefined
+            ? [{ id, reason: j.cancelRequested }]
+            : []
+        })
+      ),
+
+    reportWorker: (report) =>
+      Effect.map(now, (at) => {
+        const prev = workers.get(report.workerId)
+        workers.set(report.workerId, {
+          report: { ...report, lastOutage: report.lastOutage ?? prev?.report.lastOutage },
+          startedAt: prev?.startedAt ?? at,
+          seenAt: at
+        })
+      }),
+
+    removeWorker: (workerId) => Effect.sync(() => void workers.delete(workerId)),
+
+    workers: Effect.map(now, (at) =>
+      [...workers.values()]
+        .sort((a, b) => a.startedAt.getTime() - b.startedAt.getTime() || (a.report.workerId < b.report.workerId ? -1 : 1))
+        .map(({ report, seenAt, startedAt }): WorkerInfo => {
+          const held = [...jobs.values()].filter((j) => j.state === "Processing" && j.lockedBy === report.workerId)
+          return {
+            ...report,
+            startedAt,
+            seenAt,
+            silentMs: Math.max(0, at.getTime() - seenAt.getTime()),
+            holding: held.length
+          }
+        })
+    ),
 
     get: (id) =>
       Effect.sync(() => {

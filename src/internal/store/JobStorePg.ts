@@ -20,7 +20,7 @@ import { Job, type JobLog, type NewJob } from "../job/Job.js"
 import type { LogKind } from "../job/Outcome.js"
 import { JobState } from "../job/JobState.js"
 import { counterOf, logOf, stateOf } from "../job/Outcome.js"
-import { claimOrder, counterKeys, emptyCounts, isStorableId, isWindow, JobStore, type JobStoreService } from "./JobStore.js"
+import { cancelText, claimOrder, counterKeys, emptyCounts, isStorableId, isWindow, JobStore, type JobStoreService, type WorkerInfo } from "./JobStore.js"
 import * as SemaphoreProviderPg from "../semaphore/SemaphoreProviderPg.js"
 import * as Migrations from "./Migrations.js"
 import { StoreError } from "./StoreError.js"
@@ -44,7 +44,8 @@ export const rowToJob = (r: any): Job =>
       updatedAt: new Date(r.updated_at),
       lockedBy: r.locked_by ?? null,
       leaseUntil: r.lease_until === null || r.lease_until === undefined ? null : new Date(r.lease_until),
-      ...(typeof r.admin_key === "string" ? { adminLimit: { key: r.admin_key, slots: r.admin_slots === null ? null : Number(r.admin_slots) } } : {})
+      ...(typeof r.admin_key === "string" ? { adminLimit: { key: r.admin_key, slots: r.admin_slots === null ? null : Number(r.admin_slots) } } : {}),
+      ...(typeof r.cancel_requested === "string" ? { cancelRequested: r.cancel_requested } : {})
     },
     true
   )
@@ -301,7 +302,8 @@ export const make = Effect.gen(function* () {
               schedule_time = CASE WHEN ${state} IN ('Enqueued', 'Scheduled')
                                    THEN greatest(now(), coalesce(${at}::timestamptz, now())) ELSE schedule_time END,
               locked_by = NULL, lease_until = NULL, updated_at = now(),
-              attempt = CASE WHEN ${handlerRan} THEN attempt ELSE attempt - 1 END
+              attempt = CASE WHEN ${handlerRan} THEN attempt ELSE attempt - 1 END,
+              cancel_requested = CASE WHEN ${state} IN ('Enqueued', 'Scheduled') THEN cancel_requested END
           WHERE id = ${job.id} AND state = 'Processing' AND locked_by = ${workerId} AND attempt = ${job.attempt}
           RETURNING id
         ), l AS (
@@ -344,6 +346,84 @@ export const make = Effect.gen(function* () {
             Effect.asVoid,
             Effect.mapError(fail("heartbeat"))
           ),
+
+    requestCancel: (id, reason) =>
+      Effect.gen(function* () {
+        if (!isStorableId(id) || !isStorableId(reason)) return "NotFound" as const
+        // one statement: a waiting row is Deleted (audit entry, counters), a running one is marked for its worker
+        const rows = yield* sql`
+          WITH j AS (SELECT id, type, state FROM warp_jobs WHERE id = ${id} FOR UPDATE),
+          d AS (
+            UPDATE warp_jobs w SET state = 'Deleted', locked_by = NULL, lease_until = NULL, cancel_requested = NULL, updated_at = now()
+            FROM j WHERE w.id = j.id AND j.state IN ('Enqueued', 'Scheduled') RETURNING w.id
+          ), m AS (
+            UPDATE warp_jobs w SET cancel_requested = ${reason}
+            FROM j WHERE w.id = j.id AND j.state = 'Processing' RETURNING w.id
+          ), l AS (
+            INSERT INTO warp_job_logs (job_id, kind, message) SELECT id, 'Cancelled', ${cancelText(reason)} FROM d
+          ), c AS (
+            INSERT INTO warp_counters (key, shard, value)
+            SELECT k, ${Math.floor(Math.random() * COUNTER_SHARDS)}, 1 FROM d, j, unnest(ARRAY['stats:deleted', 'stats:deleted:' || j.type]) AS k
+            ON CONFLICT (key, shard) DO UPDATE SET value = warp_counters.value + 1
+          )
+          SELECT j.state FROM j`
+        if (rows.length === 0) return "NotFound" as const
+        const state = (rows[0] as any).state as JobState
+        return state === "Processing" ? ("Cancelling" as const) : state === "Enqueued" || state === "Scheduled" ? ("Cancelled" as const) : ("Finished" as const)
+      }).pipe(Effect.mapError(fail("requestCancel"))),
+
+    cancelRequests: (workerId, ids) =>
+      ids.length === 0
+        ? Effect.succeed([])
+        : sql`
+          SELECT id, cancel_requested FROM warp_jobs
+          WHERE id IN (SELECT jsonb_array_elements_text(${JSON.stringify(ids)}::jsonb))
+            AND state = 'Processing' AND locked_by = ${workerId} AND cancel_requested IS NOT NULL`.pipe(
+            Effect.map((rows) => (rows as Array<any>).map((r) => ({ id: String(r.id), reason: String(r.cancel_requested) }))),
+            Effect.mapError(fail("cancelRequests"))
+          ),
+
+    reportWorker: (r) =>
+      sql`
+        INSERT INTO warp_workers (id, host, pid, lanes, in_flight, slots, heartbeat_ms, last_outage_ms, last_outage_end)
+        VALUES (${r.workerId}, ${r.host}, ${r.pid}, ${r.lanes}, ${r.inFlight}, ${JSON.stringify(r.slots)}::jsonb, ${Math.round(r.heartbeatMs)},
+                ${r.lastOutage === undefined ? null : Math.round(r.lastOutage.ms)}, ${r.lastOutage === undefined ? null : r.lastOutage.endedAt.toISOString()})
+        ON CONFLICT (id) DO UPDATE SET host = EXCLUDED.host, pid = EXCLUDED.pid, lanes = EXCLUDED.lanes, in_flight = EXCLUDED.in_flight, slots = EXCLUDED.slots,
+          heartbeat_ms = EXCLUDED.heartbeat_ms, seen_at = now(),
+          last_outage_ms = coalesce(EXCLUDED.last_outage_ms, warp_workers.last_outage_ms),
+          last_outage_end = coalesce(EXCLUDED.last_outage_end, warp_workers.last_outage_end)`.pipe(
+        Effect.asVoid,
+        Effect.mapError(fail("reportWorker"))
+      ),
+
+    removeWorker: (workerId) =>
+      sql`DELETE FROM warp_workers WHERE id = ${workerId}`.pipe(Effect.asVoid, Effect.mapError(fail("removeWorker"))),
+
+    workers: sql`
+      SELECT w.*, floor(extract(epoch FROM now() - w.seen_at) * 1000)::bigint AS silent_ms,
+        (SELECT count(*)::int FROM warp_jobs WHERE state = 'Processing' AND locked_by = w.id) AS holding
+      FROM warp_workers w ORDER BY w.started_at, w.id`.pipe(
+      Effect.map((rows) =>
+        (rows as Array<any>).map((r): WorkerInfo => {
+          const slots: Array<{ key: string; held: number }> = typeof r.slots === "string" ? JSON.parse(r.slots) : r.slots
+          return {
+            workerId: r.id,
+            host: r.host,
+            pid: Number(r.pid),
+            lanes: Number(r.lanes),
+            inFlight: Number(r.in_flight),
+            heartbeatMs: Number(r.heartbeat_ms),
+            ...(r.last_outage_ms === null ? {} : { lastOutage: { ms: Number(r.last_outage_ms), endedAt: new Date(r.last_outage_end) } }),
+            startedAt: new Date(r.started_at),
+            seenAt: new Date(r.seen_at),
+            silentMs: Number(r.silent_ms),
+            slots: slots.map(({ held, key }) => ({ key: String(key), held: Number(held) })),
+            holding: Number(r.holding)
+          }
+        })
+      ),
+      Effect.mapError(fail("workers"))
+    ),
 
     get: (id) =>
       Effect.gen(function* () {
