@@ -37,6 +37,7 @@ import type { Html } from "./Html.js"
 import * as LimitForm from "./LimitForm.js"
 import { importPeer, type MissingPeerDependency } from "../MissingPeer.js"
 import * as Pages from "./Pages.js"
+import * as WorkersPage from "./WorkersPage.js"
 
 /** Decides whether a request may change admin limits. */
 export type Authorize = (request: HttpServerRequest.HttpServerRequest) => Effect.Effect<boolean>
@@ -179,6 +180,13 @@ export const router = (options: DashboardOptions = {}): HttpRouter.HttpRouter<ne
     })
   )
 
+  const workers = guarded(
+    Effect.gen(function* () {
+      const f = yield* frame
+      return page(WorkersPage.workersPage(f, yield* (yield* JobStore).workers))
+    })
+  )
+
   const concurrencyView = (
     f: Pages.Frame,
     manager: ConcurrencyLimitManagerService,
@@ -277,6 +285,7 @@ export const router = (options: DashboardOptions = {}): HttpRouter.HttpRouter<ne
       HttpRouter.get(at("/jobs"), jobs),
       HttpRouter.get(at("/jobs/:id"), job),
       HttpRouter.get(at("/counters"), counters),
+      HttpRouter.get(at("/workers"), workers),
       HttpRouter.get(at("/concurrency"), concurrency),
       HttpRouter.post(at("/concurrency"), concurrencyPost)
     )

@@ -85,6 +85,8 @@ svg.chart .bar-succeeded{fill:#38a169}svg.chart .bar-requeued{fill:#dd8b1f}
 svg.chart .grid{stroke:#e3e7ee}svg.chart .tick,svg.chart .value{fill:#5f6b7d;font-size:11px}
 svg.chart .label{fill:#1d2433;font-size:13px}svg.chart .legend{fill:#1d2433;font-size:12px}
 tr.hot td{background:#fffaf0}
+.wrap{overflow-wrap:anywhere;word-break:break-word}
+@media (max-width:640px){table.stack,table.stack tbody,table.stack tr,table.stack td{display:block;width:100%}table.stack thead{display:none}table.stack tr{border-bottom:1px solid var(--line)}table.stack td{border:0;padding:4px 12px}table.stack td::before{content:attr(data-label);display:block;font-size:12px;color:var(--muted)}table.stack td.num{text-align:left}}
 footer{max-width:1120px;margin:0 auto;padding:8px 24px 32px;color:#98a2b3;font-size:12px}
 `
 
@@ -96,7 +98,7 @@ export interface Frame {
   readonly concurrency: boolean
 }
 
-type Section = "jobs" | "counters" | "concurrency" | "none"
+type Section = "jobs" | "counters" | "concurrency" | "workers" | "none"
 
 /** Formats a time for display (UTC, seconds). */
 export const time = (d: Date | null | undefined): string =>
@@ -112,7 +114,7 @@ export const layout = (frame: Frame, section: Section, title: string, content: H
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
 <title>${title} · Warp</title><style>${raw(css)}</style></head>
 <body><header><div class="bar"><a class="brand" href="${frame.prefix}/jobs">Warp<small>dashboard</small></a>
-<nav aria-label="Dashboard">${link("jobs", "/jobs", "Jobs")}${link("counters", "/counters", "Counters")}${frame.concurrency ? link("concurrency", "/concurrency", "Concurrency") : ""}</nav></div></header>
+<nav aria-label="Dashboard">${link("jobs", "/jobs", "Jobs")}${link("counters", "/counters", "Counters")}${frame.concurrency ? link("concurrency", "/concurrency", "Concurrency") : ""}${link("workers", "/workers", "Workers")}</nav></div></header>
 <main>${content}</main>
 <footer>Warp dashboard · times in UTC</footer></body></html>`
 }
