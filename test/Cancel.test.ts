@@ -20,7 +20,7 @@ import {
   SemaphoreProviderMemory,
   Worker
 } from "warp-effect"
-import { cancelText, JobStore } from "../src/internal/store/JobStore.js"
+import { cancelText, JobStore, operatorCause } from "../src/internal/store/JobStore.js"
 import { detail } from "./support/runtime.js"
 import { pgWorkerEnv } from "./support/env.js"
 
@@ -101,9 +101,9 @@ for (const [name, env] of setups) {
             expect(cleanedUp).toBe(true)
             expect(d.logs.at(-1)).toMatchObject({
               kind: "Cancelled",
-              message: cancelText("stuck on a remote call", { attempt: 1 })
+              message: cancelText(operatorCause("stuck on a remote call"), { attempt: 1 })
             })
-            expect(d.logs.at(-1)?.message).toBe("Cancelled — by an operator while running (attempt 1 interrupted): stuck on a remote call")
+            expect(d.logs.at(-1)?.message).toBe("Cancelled — by an operator: stuck on a remote call (running attempt 1 interrupted)")
             // the slot was freed: the waiting job of the key runs
             yield* until(detail(second), (d) => d.job.state === "Succeeded")
             expect(secondRan).toBe(true)

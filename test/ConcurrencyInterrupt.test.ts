@@ -10,7 +10,7 @@ import * as Fiber from "effect/Fiber"
 import * as Option from "effect/Option"
 import * as ConcurrencyBehavior from "../src/internal/concurrency/ConcurrencyBehavior.js"
 import { LOCK_PREFIX } from "../src/internal/concurrency/ConcurrencyBehavior.js"
-import { type Attempt, ConcurrencyLimitManager, Outcome, SemaphoreProviderMemory } from "warp-effect"
+import { type Attempt, ConcurrencyLimitManager, JobStoreMemory, Outcome, SemaphoreProviderMemory } from "warp-effect"
 import { ConcurrencyPolicy } from "../src/internal/policy/PolicyValues.js"
 
 const attemptOn = (key: string): Attempt =>
@@ -21,7 +21,7 @@ describe("Concurrency gate: interruption", () => {
     Effect.gen(function* () {
       const provider = yield* SemaphoreProviderMemory.make
       const limits = yield* ConcurrencyLimitManager.ConcurrencyLimitManager
-      const gate = ConcurrencyBehavior.make(provider, limits)
+      const gate = ConcurrencyBehavior.make(provider, limits, yield* JobStoreMemory.make)
       const entered = yield* Deferred.make<void>()
       const cleaning = yield* Deferred.make<void>()
       const mayFinish = yield* Deferred.make<void>()
@@ -49,7 +49,7 @@ describe("Concurrency gate: interruption", () => {
         tryAcquire: () => Effect.succeed(Option.some({ name: "k", index: 0, lost: Deferred.await(lost) }))
       }
       const limits = yield* ConcurrencyLimitManager.ConcurrencyLimitManager
-      const gate = ConcurrencyBehavior.make(slotProvider, limits)
+      const gate = ConcurrencyBehavior.make(slotProvider, limits, yield* JobStoreMemory.make)
       const entered = yield* Deferred.make<void>()
       let cleaned = false
       const handler = Effect.zipRight(Deferred.succeed(entered, undefined), Effect.never).pipe(

@@ -373,7 +373,7 @@ describe("ConcurrencyLimitResolver", () => {
     const calls = new Map<string, number>()
     return Effect.gen(function* () {
       const limits = yield* Limits
-      const gate = ConcurrencyBehavior.make(yield* SemaphoreProviderMemory.make, limits)
+      const gate = ConcurrencyBehavior.make(yield* SemaphoreProviderMemory.make, limits, yield* JobStoreMemory.make)
       const keyed = attemptWith(new ConcurrencyPolicy({ key: "a", limit: 3, mode: "Wait" }))
       const ran = Effect.succeed(Outcome.Succeeded())
       for (let i = 1; i <= 3; i++) {

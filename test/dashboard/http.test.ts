@@ -355,6 +355,8 @@ describe("store failures", () => {
       countByState: down,
       counters: down,
       requestCancel: () => down,
+      markHolder: () => down,
+      cancelHolders: () => down,
       cancelRequests: () => down,
       reportWorker: () => down,
       removeWorker: () => down,

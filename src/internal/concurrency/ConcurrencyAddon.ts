@@ -9,20 +9,23 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import { type Addon, order } from "../job/Pipeline.js"
 import { SemaphoreProvider } from "../semaphore/SemaphoreProvider.js"
+import { JobStore } from "../store/JobStore.js"
 import * as ConcurrencyBehavior from "./ConcurrencyBehavior.js"
 import { ConcurrencyLimitManager, layerMemory, layerPg, layerPgWithoutMigrations, type LimitStoreError } from "./ConcurrencyLimitManager.js"
 
 /**
  * The addon: hand it to the worker (`addons: [Concurrency.addon]`); it needs a `SemaphoreProvider` and
- * a `ConcurrencyLimitManager` (from {@link layer} or {@link layerMemoryLimits}).
+ * a `ConcurrencyLimitManager` (from {@link layer} or {@link layerMemoryLimits}), and the worker's
+ * `JobStore` (for `CancelRunning` keys).
  */
-export const addon: Addon<SemaphoreProvider | ConcurrencyLimitManager> = {
+export const addon: Addon<SemaphoreProvider | ConcurrencyLimitManager | JobStore> = {
   name: "concurrency",
   order: order.concurrency,
   behavior: Effect.gen(function* () {
     const provider = yield* SemaphoreProvider
     const manager = yield* ConcurrencyLimitManager
-    return ConcurrencyBehavior.make(provider, manager)
+    const store = yield* JobStore
+    return ConcurrencyBehavior.make(provider, manager, store)
   })
 }
 

@@ -24,6 +24,8 @@ import type { ConcurrencyPolicy } from "../policy/PolicyValues.js"
 import type { SemaphoreError, SemaphoreProviderService, Slot } from "../semaphore/SemaphoreProvider.js"
 import type { ConcurrencyLimitManagerService, LimitStoreError } from "./ConcurrencyLimitManager.js"
 import * as ConcurrencyLimitResolver from "./ConcurrencyLimitResolver.js"
+import type { JobStoreService } from "../store/JobStore.js"
+import type { StoreError } from "../store/StoreError.js"
 
 /** The lock-name prefix of concurrency keys. */
 export const LOCK_PREFIX = "warp:concurrency:"
@@ -45,6 +47,17 @@ export const GateResult = Data.taggedEnum<GateResult>()
 export const cancelledText = (key: string, limit: number) => `Cancelled — '${key}' full (${limit} slots)`
 /** The audit text of a Wait- or Fifo-mode requeue. */
 export const requeuedText = (key: string, limit: number) => `Requeued — '${key}' full (${limit} slots)`
+/** The audit text of a CancelRunning-mode requeue. */
+export const replacingText = (key: string, limit: number, cancelling: ReadonlyArray<string>) =>
+  cancelling.length === 0
+    ? requeuedText(key, limit)
+    : `${requeuedText(key, limit)}; cancelling older running ${cancelling.length === 1 ? "job" : "jobs"} ${cancelling.join(", ")}`
+
+/**
+ * What the gate needs of the job store for `CancelRunning` keys: marking a holder, and asking older
+ * holders to stop (see `JobStoreService.markHolder`, `cancelHolders`).
+ */
+export type Holders = Pick<JobStoreService, "markHolder" | "cancelHolders">
 
 /** Gate results, as an Effect metric tagged `result` and `key_family` (the key up to its first ':'). */
 export const gateTotal = Metric.counter("warp_concurrency_gate_total", { description: "Concurrency gate results" })
@@ -52,7 +65,10 @@ export const gateTotal = Metric.counter("warp_concurrency_gate_total", { descrip
 /** The metric family of a key: its text up to the first ':' (bounded cardinality). */
 export const keyFamily = Telemetry.keyFamily
 
-/** Asks for a slot of `policy.key` at `limit`. */
+/**
+ * Asks for a slot of `policy.key` at `limit`. Full: `Skipped` in mode Skip (or its other name,
+ * CancelNewest), else `Requeued` (Wait, Fifo; CancelRunning, whose behavior then asks older holders to stop).
+ */
 export const gate = (
   provider: SemaphoreProviderService,
   policy: ConcurrencyPolicy,
@@ -61,7 +77,7 @@ export const gate = (
   Effect.map(provider.tryAcquire(LOCK_PREFIX + policy.key, limit, 0), (slot) =>
     Option.isSome(slot)
       ? GateResult.Acquired({ key: policy.key, limit, slot: slot.value })
-      : policy.mode === "Skip"
+      : policy.mode === "Skip" || policy.mode === "CancelNewest"
         ? GateResult.Skipped({ key: policy.key, limit })
         : GateResult.Requeued({ key: policy.key, limit })
   ).pipe(Effect.tap((r) => Metric.increment(Metric.tagged(Metric.tagged(gateTotal, "result", r._tag), "key_family", keyFamily(policy.key)))))
@@ -106,8 +122,8 @@ const admission = <E, R>(job: Job, policy: ConcurrencyPolicy, limit: number, sel
     })
   )
 
-/** Builds the behavior on a provider and a limit manager. */
-export const make = (provider: SemaphoreProviderService, manager: ConcurrencyLimitManagerService): Behavior => ({
+/** Builds the behavior on a provider, a limit manager and the store's holder marks. */
+export const make = (provider: SemaphoreProviderService, manager: ConcurrencyLimitManagerService, holders: Holders): Behavior => ({
   name: "concurrency",
   wrap: (attempt, next) => {
     const policy = attempt.policies.concurrency
@@ -121,6 +137,13 @@ export const make = (provider: SemaphoreProviderService, manager: ConcurrencyLim
             ? (claimed.slots ?? policy.limit ?? 1)
             : yield* Effect.flatMap(ConcurrencyLimitResolver.make(manager), (resolver) => resolver.limitFor(policy.key, policy.limit))
         const result = yield* admission(attempt.job, policy, limit, gate(provider, policy, limit))
+        const replacing = policy.mode === "CancelRunning"
+        // a CancelRunning holder is marked so that a newer job can find it; a newcomer asks older holders to stop
+        if (replacing && result._tag === "Acquired") yield* holders.markHolder(attempt.job.id, attempt.workerId, policy.key)
+        if (replacing && result._tag === "Requeued") {
+          const cancelling = yield* holders.cancelHolders(policy.key, attempt.job)
+          return Outcome.Requeued({ reason: replacingText(result.key, result.limit, cancelling) })
+        }
         return yield* GateResult.$match(result, {
           Skipped: ({ key, limit }) => Effect.succeed(Outcome.Deleted({ reason: cancelledText(key, limit) })),
           Requeued: ({ key, limit }) => Effect.succeed(Outcome.Requeued({ reason: requeuedText(key, limit) })),
@@ -133,7 +156,7 @@ export const make = (provider: SemaphoreProviderService, manager: ConcurrencyLim
         })
       })
     ).pipe(
-      Effect.catchAll((e: SemaphoreError | LimitStoreError) =>
+      Effect.catchAll((e: SemaphoreError | LimitStoreError | StoreError) =>
         Effect.map(Clock.currentTimeMillis, (now) =>
           Outcome.Requeued({ reason: `Concurrency gate unavailable for '${policy.key}': ${e._tag}`, at: new Date(now + 1000) })
         )

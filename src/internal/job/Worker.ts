@@ -169,7 +169,7 @@ export const make = <const A extends ReadonlyArray<Addon<any>> = []>(
 
     const health = StoreHealth.make(workerId)
     const cancelCheck = Duration.decode(options.cancelCheckInterval ?? "1 second")
-    /** Cancels an operator asked for jobs this worker holds: the reason, by job id. */
+    /** Cancels asked for jobs this worker holds: the cause, by job id. */
     const cancelAsked = new Map<string, string>()
     /** The concurrency key of each running handler (it holds a slot of it), by job id. */
     const runningKeys = new Map<string, string>()
@@ -272,8 +272,8 @@ export const make = <const A extends ReadonlyArray<Addon<any>> = []>(
       })
 
     /** The outcome of an attempt an operator cancelled (its handler interrupted, if it had started). */
-    const cancelled = (job: Job, reason: string, running: boolean): Outcome =>
-      Outcome.Deleted({ reason: cancelText(reason, running ? { attempt: job.attempt } : undefined) })
+    const cancelled = (job: Job, cause: string, running: boolean): Outcome =>
+      Outcome.Deleted({ reason: cancelText(cause, running ? { attempt: job.attempt } : undefined) })
 
     /** A cancel asked for `job` before its handler started, if any. */
     const cancelOf = (job: Job): string | undefined => cancelAsked.get(job.id) ?? job.cancelRequested
@@ -726,14 +726,14 @@ export const make = <const A extends ReadonlyArray<Addon<any>> = []>(
       if (ids.length === 0) return Effect.void
       return store.cancelRequests(workerId, ids).pipe(
         Effect.flatMap((asked) =>
-          Effect.forEach(asked, ({ id, reason }) =>
+          Effect.forEach(asked, ({ cause, id }) =>
             Effect.suspend(() => {
               if (!inFlight.has(id) || cancelAsked.has(id)) return Effect.void
-              cancelAsked.set(id, reason)
+              cancelAsked.set(id, cause)
               const signal = cancelSignals.get(id)
               return Effect.zipRight(
-                Effect.logInfo(`cancel of ${id} asked by an operator${reason === "" ? "" : ` (${reason})`}`),
-                signal === undefined ? Effect.void : Deferred.succeed(signal, reason)
+                Effect.logInfo(`cancel of ${id}: ${cause}`),
+                signal === undefined ? Effect.void : Deferred.succeed(signal, cause)
               )
             })
           )

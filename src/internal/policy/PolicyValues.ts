@@ -37,11 +37,15 @@ export const PositiveInt = Schema.Number.pipe(
 )
 
 /** What happens when a job is picked up while its concurrency key is full. */
-export const ConcurrencyMode = Schema.Literal("Skip", "Wait", "Fifo")
+export const ConcurrencyMode = Schema.Literal("Skip", "Wait", "Fifo", "CancelNewest", "CancelRunning")
 /**
  * `Skip` drops the surplus job (Deleted); `Wait` requeues it (Enqueued, ScheduleTime = now); `Fifo`
  * requeues it like `Wait`, and the store only hands out the oldest jobs of the key, in submission order
  * (created_at, id), while fewer than its limit run — so the gate rarely finds the key full.
+ * `CancelNewest` is `Skip` named for what it does (the newcomer is cancelled, same texts). `CancelRunning`
+ * is the other way round: a newcomer that finds the key full asks the running holders older than it to
+ * stop (their workers interrupt them; they end Deleted with `Cancelled — replaced by newer job {id} of
+ * '{key}' (running attempt N interrupted)`) and is requeued like `Wait` to take the freed slot.
  */
 export type ConcurrencyMode = typeof ConcurrencyMode.Type
 

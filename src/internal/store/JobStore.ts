@@ -70,14 +70,24 @@ export interface FetchHint {
  */
 export type CancelResult = "Cancelled" | "Cancelling" | "Finished" | "NotFound"
 
-/** The audit text of a job cancelled by an operator (`reason` appended when given). */
-export const cancelText = (reason: string, running?: { readonly attempt: number }): string =>
-  `Cancelled — by an operator${running === undefined ? "" : ` while running (attempt ${running.attempt} interrupted)`}${reason === "" ? "" : `: ${reason}`}`
+/** Why an operator's cancel ends a job: "by an operator", with the operator's reason when given. */
+export const operatorCause = (reason: string): string => `by an operator${reason === "" ? "" : `: ${reason}`}`
+
+/** Why a `CancelRunning` key's newer job ends a running holder. */
+export const replacedCause = (key: string, newer: string): string => `replaced by newer job ${newer} of '${key}'`
+
+/**
+ * The audit text of a cancelled job: `Cancelled — {cause}`, and ` (running attempt N interrupted)` when
+ * its handler was running.
+ */
+export const cancelText = (cause: string, running?: { readonly attempt: number }): string =>
+  `Cancelled — ${cause}${running === undefined ? "" : ` (running attempt ${running.attempt} interrupted)`}`
 
 /** A cancel asked for a job a worker holds. */
 export interface CancelRequest {
   readonly id: string
-  readonly reason: string
+  /** Why (see {@link operatorCause}, {@link replacedCause}). */
+  readonly cause: string
 }
 
 /** What a worker reports of itself with each heartbeat (see {@link JobStoreService.reportWorker}). */
@@ -148,9 +158,21 @@ export interface JobStoreService {
   /**
    * Asks to cancel a job (see {@link CancelResult}). A waiting job is Deleted at once; a running one
    * is marked, and the worker holding it learns of it from {@link cancelRequests} (or from the row,
-   * when it claims it again) and ends the attempt as Deleted. Audit text: {@link cancelText}.
+   * when it claims it again) and ends the attempt as Deleted. Audit text: {@link cancelText} of
+   * {@link operatorCause}.
    */
   readonly requestCancel: (id: string, reason: string) => Effect.Effect<CancelResult, StoreError>
+  /**
+   * Marks `id` (Processing, claimed by `workerId`) as holding a slot of `key`, for
+   * {@link cancelHolders}. Only `CancelRunning` keys are marked; the finalizing write clears it.
+   */
+  readonly markHolder: (id: string, workerId: string, key: string) => Effect.Effect<void, StoreError>
+  /**
+   * Asks to cancel the marked holders of `key` that are older than `newer` (created before it, or at
+   * the same time with a smaller id) and not already being cancelled, with {@link replacedCause}; says
+   * which. Their workers interrupt them as for {@link requestCancel}.
+   */
+  readonly cancelHolders: (key: string, newer: Job) => Effect.Effect<ReadonlyArray<string>, StoreError>
   /** The cancels asked for among `ids`, jobs this worker holds. */
   readonly cancelRequests: (workerId: string, ids: ReadonlyArray<string>) => Effect.Effect<ReadonlyArray<CancelRequest>, StoreError>
   /** Records a worker's report in the registry (insert or update; the store stamps the time). */

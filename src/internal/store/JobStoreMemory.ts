@@ -17,6 +17,8 @@ import {
   bySubmission,
   type CancelResult,
   cancelText,
+  operatorCause,
+  replacedCause,
   claimOrder,
   counterKeys,
   emptyCounts,
@@ -38,6 +40,8 @@ export const make = Effect.flatMap(SemaphoreProviderMemory.make, (locks) => Effe
   const logs = new Map<string, Array<JobLog>>()
   const counters = new Map<string, number>()
   const workers = new Map<string, { report: WorkerReport; startedAt: Date; seenAt: Date }>()
+  /** Jobs marked as holding a slot of a `CancelRunning` key (see `markHolder`), cleared by their finalize. */
+  const holders = new Map<string, string>()
 
   const log = (jobId: string, at: Date, kind: JobLog["kind"], message: string) => {
     const list = logs.get(jobId) ?? []
@@ -166,6 +170,7 @@ export const make = Effect.flatMap(SemaphoreProviderMemory.make, (locks) => Effe
             cancelRequested: pending ? cur.cancelRequested : undefined
           })
         )
+        holders.delete(job.id)
         const l = logOf(outcome)
         log(job.id, at, l.kind, l.message)
         for (const k of counterKeys(counterOf(outcome), job.type)) counters.set(k, (counters.get(k) ?? 0) + 1)
@@ -193,12 +198,12 @@ export const make = Effect.flatMap(SemaphoreProviderMemory.make, (locks) => Effe
         if (j === undefined) return "NotFound"
         switch (j.state) {
           case "Processing":
-            jobs.set(id, clone(j, { cancelRequested: reason }))
+            jobs.set(id, clone(j, { cancelRequested: operatorCause(reason) }))
             return "Cancelling"
           case "Enqueued":
           case "Scheduled":
             jobs.set(id, clone(j, { state: "Deleted", lockedBy: null, leaseUntil: null, cancelRequested: undefined, updatedAt: at }))
-            log(id, at, "Cancelled", cancelText(reason))
+            log(id, at, "Cancelled", cancelText(operatorCause(reason)))
             for (const k of counterKeys("stats:deleted", j.type)) counters.set(k, (counters.get(k) ?? 0) + 1)
             return "Cancelled"
           default:
@@ -206,12 +211,31 @@ export const make = Effect.flatMap(SemaphoreProviderMemory.make, (locks) => Effe
         }
       }),
 
+    markHolder: (id, workerId, key) =>
+      Effect.sync(() => {
+        const j = jobs.get(id)
+        if (j !== undefined && j.state === "Processing" && j.lockedBy === workerId) holders.set(id, key)
+      }),
+
+    cancelHolders: (key, newer) =>
+      Effect.sync(() => {
+        const out: Array<string> = []
+        for (const [id, k] of holders) {
+          const j = jobs.get(id)
+          if (k !== key || j === undefined || j.state !== "Processing" || j.cancelRequested !== undefined || id === newer.id) continue
+          if (bySubmission(j, newer) >= 0) continue
+          jobs.set(id, clone(j, { cancelRequested: replacedCause(key, newer.id) }))
+          out.push(id)
+        }
+        return out.sort()
+      }),
+
     cancelRequests: (workerId, ids) =>
       Effect.sync(() =>
         ids.flatMap((id) => {
           const j = jobs.get(id)
           return j !== undefined && j.state === "Processing" && j.lockedBy === workerId && j.cancelRequested !== undefined
-            ? [{ id, reason: j.cancelRequested }]
+            ? [{ id, cause: j.cancelRequested }]
             : []
         })
       ),

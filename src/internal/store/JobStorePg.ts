@@ -20,7 +20,7 @@ import { Job, type JobLog, type NewJob } from "../job/Job.js"
 import type { LogKind } from "../job/Outcome.js"
 import { JobState } from "../job/JobState.js"
 import { counterOf, logOf, stateOf } from "../job/Outcome.js"
-import { cancelText, claimOrder, counterKeys, emptyCounts, isStorableId, isWindow, JobStore, type JobStoreService, type WorkerInfo } from "./JobStore.js"
+import { cancelText, claimOrder, operatorCause, replacedCause, counterKeys, emptyCounts, isStorableId, isWindow, JobStore, type JobStoreService, type WorkerInfo } from "./JobStore.js"
 import * as SemaphoreProviderPg from "../semaphore/SemaphoreProviderPg.js"
 import * as Migrations from "./Migrations.js"
 import { StoreError } from "./StoreError.js"
@@ -303,7 +303,8 @@ export const make = Effect.gen(function* () {
                                    THEN greatest(now(), coalesce(${at}::timestamptz, now())) ELSE schedule_time END,
               locked_by = NULL, lease_until = NULL, updated_at = now(),
               attempt = CASE WHEN ${handlerRan} THEN attempt ELSE attempt - 1 END,
-              cancel_requested = CASE WHEN ${state} IN ('Enqueued', 'Scheduled') THEN cancel_requested END
+              cancel_requested = CASE WHEN ${state} IN ('Enqueued', 'Scheduled') THEN cancel_requested END,
+              holder_key = NULL
           WHERE id = ${job.id} AND state = 'Processing' AND locked_by = ${workerId} AND attempt = ${job.attempt}
           RETURNING id
         ), l AS (
@@ -357,10 +358,10 @@ export const make = Effect.gen(function* () {
             UPDATE warp_jobs w SET state = 'Deleted', locked_by = NULL, lease_until = NULL, cancel_requested = NULL, updated_at = now()
             FROM j WHERE w.id = j.id AND j.state IN ('Enqueued', 'Scheduled') RETURNING w.id
           ), m AS (
-            UPDATE warp_jobs w SET cancel_requested = ${reason}
+            UPDATE warp_jobs w SET cancel_requested = ${operatorCause(reason)}
             FROM j WHERE w.id = j.id AND j.state = 'Processing' RETURNING w.id
           ), l AS (
-            INSERT INTO warp_job_logs (job_id, kind, message) SELECT id, 'Cancelled', ${cancelText(reason)} FROM d
+            INSERT INTO warp_job_logs (job_id, kind, message) SELECT id, 'Cancelled', ${cancelText(operatorCause(reason))} FROM d
           ), c AS (
             INSERT INTO warp_counters (key, shard, value)
             SELECT k, ${Math.floor(Math.random() * COUNTER_SHARDS)}, 1 FROM d, j, unnest(ARRAY['stats:deleted', 'stats:deleted:' || j.type]) AS k
@@ -372,6 +373,22 @@ export const make = Effect.gen(function* () {
         return state === "Processing" ? ("Cancelling" as const) : state === "Enqueued" || state === "Scheduled" ? ("Cancelled" as const) : ("Finished" as const)
       }).pipe(Effect.mapError(fail("requestCancel"))),
 
+    markHolder: (id, workerId, key) =>
+      sql`UPDATE warp_jobs SET holder_key = ${key} WHERE id = ${id} AND state = 'Processing' AND locked_by = ${workerId}`.pipe(
+        Effect.asVoid,
+        Effect.mapError(fail("markHolder"))
+      ),
+
+    cancelHolders: (key, newer) =>
+      sql`
+        UPDATE warp_jobs SET cancel_requested = ${replacedCause(key, newer.id)}
+        WHERE state = 'Processing' AND holder_key = ${key} AND cancel_requested IS NULL AND id <> ${newer.id}
+          AND (created_at, id) < (${newer.createdAt.toISOString()}::timestamptz, ${newer.id})
+        RETURNING id`.pipe(
+        Effect.map((rows) => (rows as Array<any>).map((r) => String(r.id)).sort()),
+        Effect.mapError(fail("cancelHolders"))
+      ),
+
     cancelRequests: (workerId, ids) =>
       ids.length === 0
         ? Effect.succeed([])
@@ -379,7 +396,7 @@ export const make = Effect.gen(function* () {
           SELECT id, cancel_requested FROM warp_jobs
           WHERE id IN (SELECT jsonb_array_elements_text(${JSON.stringify(ids)}::jsonb))
             AND state = 'Processing' AND locked_by = ${workerId} AND cancel_requested IS NOT NULL`.pipe(
-            Effect.map((rows) => (rows as Array<any>).map((r) => ({ id: String(r.id), reason: String(r.cancel_requested) }))),
+            Effect.map((rows) => (rows as Array<any>).map((r) => ({ id: String(r.id), cause: String(r.cancel_requested) }))),
             Effect.mapError(fail("cancelRequests"))
           ),
 

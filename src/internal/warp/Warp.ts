@@ -67,7 +67,7 @@ export type Services = Publisher.Publisher | Registry.Registry | JobStore | Conc
 export type BuildError = StoreError | LimitStoreError
 
 const addonsOf = (options: { readonly rateLimit?: boolean | undefined; readonly circuitBreaker?: boolean | undefined }) => {
-  const addons: Array<Addon<SemaphoreProvider | ConcurrencyLimitManager | RateLimiter | CircuitBreakerState>> = [Concurrency.addon]
+  const addons: Array<Addon<SemaphoreProvider | ConcurrencyLimitManager | RateLimiter | CircuitBreakerState | JobStore>> = [Concurrency.addon]
   if (options.circuitBreaker === true) addons.push(CircuitBreakerAddon.addon)
   if (options.rateLimit === true) addons.push(RateLimitAddon.addon)
   return addons
