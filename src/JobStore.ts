@@ -70,3 +70,61 @@ export const StoreError = error.StoreError
  * @category errors
  */
 export type StoreError = error.StoreError
+
+/**
+ * What `requestCancel` did: `Cancelled` (a waiting job, now Deleted), `Cancelling` (a running job, which
+ * its worker interrupts), `Finished` (already ended) or `NotFound`.
+ *
+ * @since 0.3.0
+ * @category models
+ */
+export type CancelResult = internal.CancelResult
+
+/**
+ * A cancel asked for a job a worker holds.
+ *
+ * @since 0.3.0
+ * @category models
+ */
+export type CancelRequest = internal.CancelRequest
+
+/**
+ * What a worker reports of itself to the registry with each heartbeat.
+ *
+ * @since 0.3.0
+ * @category models
+ */
+export type WorkerReport = internal.WorkerReport
+
+/**
+ * A worker as the registry sees it (the workers page).
+ *
+ * @since 0.3.0
+ * @category models
+ */
+export type WorkerInfo = internal.WorkerInfo
+
+/**
+ * The audit text of a cancelled job: `Cancelled — {cause}`, with ` (running attempt N interrupted)`
+ * when its handler was running.
+ *
+ * @since 0.3.0
+ * @category audit
+ */
+export const cancelText: (cause: string, running?: { readonly attempt: number }) => string = internal.cancelText
+
+/**
+ * The cause of an operator's cancel: "by an operator", with the reason when given.
+ *
+ * @since 0.3.0
+ * @category audit
+ */
+export const operatorCause: (reason: string) => string = internal.operatorCause
+
+/**
+ * The cause of a `CancelRunning` replacement: "replaced by newer job {id} of '{key}'".
+ *
+ * @since 0.3.0
+ * @category audit
+ */
+export const replacedCause: (key: string, newer: string) => string = internal.replacedCause
