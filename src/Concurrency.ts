@@ -81,8 +81,17 @@ export const ConcurrencyPolicy = internal.ConcurrencyPolicy
 export type ConcurrencyPolicy = internal.ConcurrencyPolicy
 
 /**
+ * A total cap over a group of keys (`{ group, limit }`), declared with a key's policy (`total` option):
+ * a job runs only when its key and its group both have room.
+ *
+ * @since 0.3.0
+ * @category models
+ */
+export type TotalCap = internal.TotalCap
+
+/**
  * The concurrency addon: hand it to the worker (`addons: [Concurrency.addon]`); it needs a
- * `SemaphoreProvider` and a `ConcurrencyLimitManager`.
+ * `SemaphoreProvider`, a `ConcurrencyLimitManager` and the `JobStore`.
  *
  * @since 0.2.0
  * @category addons

@@ -95,7 +95,7 @@ const EXPECTED = {
     "CircuitBreaker",
     "CircuitBreakerAddon", "CircuitBreakerAddon.CircuitBreakerState", "CircuitBreakerAddon.CircuitBreakerStateService", "CircuitBreakerAddon.CircuitBreakerStoreError", "CircuitBreakerAddon.CircuitStatus", "CircuitBreakerAddon.addon", "CircuitBreakerAddon.layer", "CircuitBreakerAddon.layerMemory",
     "CircuitBreakerPolicy",
-    "Concurrency", "Concurrency.ConcurrencyDraft", "Concurrency.ConcurrencyMetadata", "Concurrency.ConcurrencyMode", "Concurrency.ConcurrencyOptions", "Concurrency.ConcurrencyPolicy", "Concurrency.Mutex", "Concurrency.Semaphore", "Concurrency.addon", "Concurrency.layer", "Concurrency.layerMemoryLimits", "Concurrency.layerWithoutMigrations",
+    "Concurrency", "Concurrency.ConcurrencyDraft", "Concurrency.ConcurrencyMetadata", "Concurrency.ConcurrencyMode", "Concurrency.ConcurrencyOptions", "Concurrency.ConcurrencyPolicy", "Concurrency.Mutex", "Concurrency.Semaphore", "Concurrency.TotalCap", "Concurrency.addon", "Concurrency.layer", "Concurrency.layerMemoryLimits", "Concurrency.layerWithoutMigrations",
     "ConcurrencyBehavior", "ConcurrencyBehavior.GateResult", "ConcurrencyBehavior.cancelledText", "ConcurrencyBehavior.gate", "ConcurrencyBehavior.gateTotal", "ConcurrencyBehavior.requeuedText",
     "ConcurrencyDraft",
     "ConcurrencyLimitManager", "ConcurrencyLimitManager.ConcurrencyLimit", "ConcurrencyLimitManager.ConcurrencyLimitManager", "ConcurrencyLimitManager.ConcurrencyLimitManagerService", "ConcurrencyLimitManager.LimitStoreError", "ConcurrencyLimitManager.layerMemory", "ConcurrencyLimitManager.layerPg", "ConcurrencyLimitManager.layerPgWithoutMigrations",

@@ -5,15 +5,22 @@
  * @since 0.1.0
  */
 import * as Declaration from "../policy/Declaration.js"
-import { call, type ConcurrencyMode } from "../policy/PolicyValues.js"
+import { call, type ConcurrencyMode, type TotalCap } from "../policy/PolicyValues.js"
 
-export { ConcurrencyMode, ConcurrencyPolicy } from "../policy/PolicyValues.js"
+export { ConcurrencyMode, ConcurrencyPolicy, TotalCap } from "../policy/PolicyValues.js"
 
 /** Options shared by {@link Mutex} and {@link Semaphore}. */
 export interface ConcurrencyOptions {
   /** `Skip`, `Wait` or `Fifo` (strict submission order per key, see {@link ConcurrencyMode}). */
   readonly mode?: ConcurrencyMode
+  /**
+   * A total cap over a group of keys (`{ group, limit }`): a job runs only when its key has a free slot
+   * and its group does too, so at most `limit` jobs of all the keys declaring `group` run at once.
+   */
+  readonly total?: TotalCap
 }
+
+const totalOf = (options: ConcurrencyOptions | undefined) => (options?.total === undefined ? {} : { total: options.total })
 
 /**
  * At most one job of `key` processing at once, across all workers and processes.
@@ -25,7 +32,7 @@ export interface ConcurrencyOptions {
  * })
  */
 export const Mutex = (key: string, options?: ConcurrencyOptions): Declaration.Declaration<"concurrency", "anywhere"> =>
-  Declaration.make("concurrency", { key, limit: 1, mode: options?.mode ?? "Skip" }, "anywhere", call("Mutex", key, options))
+  Declaration.make("concurrency", { key, limit: 1, mode: options?.mode ?? "Skip", ...totalOf(options) }, "anywhere", call("Mutex", key, options))
 
 /**
  * At most `limit` jobs of `key` processing at once, across all workers and processes.
@@ -37,7 +44,7 @@ export const Semaphore = (
   limit: number,
   options?: ConcurrencyOptions
 ): Declaration.Declaration<"concurrency", "anywhere"> =>
-  Declaration.make("concurrency", { key, limit, mode: options?.mode ?? "Wait" }, "anywhere", call("Semaphore", key, limit, options))
+  Declaration.make("concurrency", { key, limit, mode: options?.mode ?? "Wait", ...totalOf(options) }, "anywhere", call("Semaphore", key, limit, options))
 
 /**
  * The mutable draft edited by `JobParameters.configure(ConcurrencyMetadata, m => ...)`.

@@ -30,6 +30,9 @@ import type { StoreError } from "../store/StoreError.js"
 /** The lock-name prefix of concurrency keys. */
 export const LOCK_PREFIX = "warp:concurrency:"
 
+/** The lock-name prefix of total caps over groups of keys. */
+export const TOTAL_PREFIX = "warp:concurrency-total:"
+
 /** The result of asking the gate for a slot. */
 export type GateResult = Data.TaggedEnum<{
   /** A slot is held until the surrounding scope closes. */
@@ -47,6 +50,11 @@ export const GateResult = Data.taggedEnum<GateResult>()
 export const cancelledText = (key: string, limit: number) => `Cancelled — '${key}' full (${limit} slots)`
 /** The audit text of a Wait- or Fifo-mode requeue. */
 export const requeuedText = (key: string, limit: number) => `Requeued — '${key}' full (${limit} slots)`
+/** The audit text of a Skip-mode cancellation by a full group (total cap). */
+export const groupCancelledText = (group: string, limit: number) => `Cancelled — group '${group}' full (${limit} slots)`
+/** The audit text of a requeue by a full group (total cap). */
+export const groupRequeuedText = (group: string, limit: number) => `Requeued — group '${group}' full (${limit} slots)`
+
 /** The audit text of a CancelRunning-mode requeue. */
 export const replacingText = (key: string, limit: number, cancelling: ReadonlyArray<string>) =>
   cancelling.length === 0
@@ -90,7 +98,7 @@ export const gate = (
  * racers when the racing fiber itself is interrupted: they are stopped only when that fiber ends, after
  * its scopes have closed.)
  */
-export const untilLost = <A, E, R>(next: Effect.Effect<A, E, R>, lost: Effect.Effect<void>, onLost: () => A): Effect.Effect<A, E, R> =>
+export const untilLost = <A, E, R, L = void>(next: Effect.Effect<A, E, R>, lost: Effect.Effect<L>, onLost: (lost: L) => A): Effect.Effect<A, E, R> =>
   Effect.uninterruptibleMask((restore) =>
     Effect.flatMap(Effect.fork(restore(next)), (handler) =>
       restore(Effect.raceFirst(Fiber.join(handler), Effect.map(lost, onLost))).pipe(Effect.ensuring(Fiber.interrupt(handler)))
@@ -139,7 +147,6 @@ export const make = (provider: SemaphoreProviderService, manager: ConcurrencyLim
         const result = yield* admission(attempt.job, policy, limit, gate(provider, policy, limit))
         const replacing = policy.mode === "CancelRunning"
         // a CancelRunning holder is marked so that a newer job can find it; a newcomer asks older holders to stop
-        if (replacing && result._tag === "Acquired") yield* holders.markHolder(attempt.job.id, attempt.workerId, policy.key)
         if (replacing && result._tag === "Requeued") {
           const cancelling = yield* holders.cancelHolders(policy.key, attempt.job)
           return Outcome.Requeued({ reason: replacingText(result.key, result.limit, cancelling) })
@@ -148,11 +155,30 @@ export const make = (provider: SemaphoreProviderService, manager: ConcurrencyLim
           Skipped: ({ key, limit }) => Effect.succeed(Outcome.Deleted({ reason: cancelledText(key, limit) })),
           Requeued: ({ key, limit }) => Effect.succeed(Outcome.Requeued({ reason: requeuedText(key, limit) })),
           Acquired: ({ key, slot }) =>
-            untilLost(
-              next.pipe(Effect.provideService(CurrentSlot, { key, index: slot.index, fence: slot.fence }), Effect.provideService(HeldSlot, slot)),
-              slot.lost,
-              () => Outcome.Requeued({ reason: `Slot of '${key}' lost while running (connection to the semaphore provider died); requeued` })
-            )
+            Effect.gen(function* () {
+              // the key has room; with a total cap, its group must have room too (asked second, so a key
+              // found full never takes a group slot from the keys that have room)
+              const total = policy.total
+              let lost: Effect.Effect<string> = Effect.as(slot.lost, `Slot of '${key}'`)
+              if (total !== undefined) {
+                const group = yield* provider.tryAcquire(TOTAL_PREFIX + total.group, total.limit, 0)
+                yield* Metric.increment(
+                  Metric.tagged(Metric.tagged(gateTotal, "result", Option.isSome(group) ? "TotalAcquired" : "TotalFull"), "key_family", keyFamily(key))
+                )
+                if (Option.isNone(group)) {
+                  return policy.mode === "Skip" || policy.mode === "CancelNewest"
+                    ? Outcome.Deleted({ reason: groupCancelledText(total.group, total.limit) })
+                    : Outcome.Requeued({ reason: groupRequeuedText(total.group, total.limit) })
+                }
+                lost = Effect.raceFirst(lost, Effect.as(group.value.lost, `Slot of group '${total.group}'`))
+              }
+              if (replacing) yield* holders.markHolder(attempt.job.id, attempt.workerId, policy.key)
+              return yield* untilLost(
+                next.pipe(Effect.provideService(CurrentSlot, { key, index: slot.index, fence: slot.fence }), Effect.provideService(HeldSlot, slot)),
+                lost,
+                (what) => Outcome.Requeued({ reason: `${what} lost while running (connection to the semaphore provider died); requeued` })
+              )
+            })
         })
       })
     ).pipe(

@@ -10,7 +10,7 @@ import type { ConcurrencyDraft } from "../concurrency/Concurrency.js"
 import * as Declaration from "../policy/Declaration.js"
 import { InvalidPolicy } from "../policy/InvalidPolicy.js"
 import type { FamilyName } from "../policy/PolicyFamily.js"
-import type { ConcurrencyMode, TimeoutScope } from "../policy/PolicyValues.js"
+import type { ConcurrencyMode, TimeoutScope, TotalCap } from "../policy/PolicyValues.js"
 import { type RetryOptions, retryValue } from "../policy/Policies.js"
 import { call } from "../policy/PolicyValues.js"
 
@@ -43,14 +43,31 @@ export class JobParameters {
     return new JobParameters(next, undefined)
   }
 
-  /** At most one job of `key` at once (mode default Skip). */
-  withMutex(key: string, mode: ConcurrencyMode = "Skip"): JobParameters {
-    return this.with(Declaration.makeEither("concurrency", { key, limit: 1, mode }, "anywhere", call("JobParameters.withMutex", key, mode)))
+  /** At most one job of `key` at once (mode default Skip); with `total`, also at most `total.limit` of its group. */
+  withMutex(key: string, mode: ConcurrencyMode = "Skip", total?: TotalCap): JobParameters {
+    return this.with(
+      Declaration.makeEither(
+        "concurrency",
+        { key, limit: 1, mode, ...(total === undefined ? {} : { total }) },
+        "anywhere",
+        total === undefined ? call("JobParameters.withMutex", key, mode) : call("JobParameters.withMutex", key, mode, total)
+      )
+    )
   }
 
-  /** At most `limit` jobs of `key` at once (mode default Wait); `limit` must be an integer >= 1. */
-  withSemaphore(key: string, limit: number, mode: ConcurrencyMode = "Wait"): JobParameters {
-    return this.with(Declaration.makeEither("concurrency", { key, limit, mode }, "anywhere", call("JobParameters.withSemaphore", key, limit, mode)))
+  /**
+   * At most `limit` jobs of `key` at once (mode default Wait); `limit` must be an integer >= 1. With
+   * `total`, also at most `total.limit` jobs of all the keys of its group.
+   */
+  withSemaphore(key: string, limit: number, mode: ConcurrencyMode = "Wait", total?: TotalCap): JobParameters {
+    return this.with(
+      Declaration.makeEither(
+        "concurrency",
+        { key, limit, mode, ...(total === undefined ? {} : { total }) },
+        "anywhere",
+        total === undefined ? call("JobParameters.withSemaphore", key, limit, mode) : call("JobParameters.withSemaphore", key, limit, mode, total)
+      )
+    )
   }
 
   /** Up to `maxAttempts` attempts with exponential backoff. */

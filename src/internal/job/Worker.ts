@@ -524,7 +524,7 @@ export const make = <const A extends ReadonlyArray<Addon<any>> = []>(
           const body = compose(innerBehaviors, attempt, runHandler(attempt))
           // holding the slot: finalize this attempt first, then let the next jobs of the key reuse it
           const next =
-            wait === undefined || reuse === undefined || fiber.reuseSkip-- > 0
+            wait === undefined || wait.total !== undefined || reuse === undefined || fiber.reuseSkip-- > 0
               ? policy === undefined
                 ? body
                 : Effect.tap(body, (outcome) => finalizeReleasing(outcome, metadata))

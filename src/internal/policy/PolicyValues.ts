@@ -49,11 +49,24 @@ export const ConcurrencyMode = Schema.Literal("Skip", "Wait", "Fifo", "CancelNew
  */
 export type ConcurrencyMode = typeof ConcurrencyMode.Type
 
-/** The `concurrency` metadata slot: at most `limit` jobs of `key` processing at once. */
+/**
+ * A total cap over a group of keys: at most `limit` jobs of all the keys declaring `group` processing at
+ * once, held together with each key's own limit.
+ */
+export const TotalCap = Schema.Struct({ group: PolicyKey, limit: PositiveInt })
+
+/** A total cap over a group of keys (see {@link TotalCap}). */
+export type TotalCap = typeof TotalCap.Type
+
+/**
+ * The `concurrency` metadata slot: at most `limit` jobs of `key` processing at once, and, with `total`,
+ * at most `total.limit` jobs of its group.
+ */
 export class ConcurrencyPolicy extends Schema.Class<ConcurrencyPolicy>("ConcurrencyPolicy")({
   key: PolicyKey,
   limit: PositiveInt,
-  mode: ConcurrencyMode
+  mode: ConcurrencyMode,
+  total: Schema.optional(TotalCap)
 }) {}
 
 /** The `retry` metadata slot: up to `maxAttempts` attempts, exponential backoff between them. */

@@ -1,0 +1,112 @@
+/**
+ * Total caps over a group of keys (`total: { group, limit }`): a job runs only when its key and its
+ * group both have room. Counted live at every instant, per key and per group, on memory and PostgreSQL.
+ */
+import { describe, expect, it } from "@effect/vitest"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Schema from "effect/Schema"
+import {
+  Concurrency,
+  Contract,
+  Handler,
+  InvalidPolicy,
+  JobParameters,
+  JobStoreMemory,
+  Publisher,
+  Registry,
+  Semaphore,
+  SemaphoreProviderMemory,
+  Worker
+} from "warp-effect"
+import { groupCancelledText, groupRequeuedText } from "../src/internal/concurrency/ConcurrencyBehavior.js"
+import { HolderCounter } from "./support/holders.js"
+import { detail, drained } from "./support/runtime.js"
+import { pgWorkerEnv } from "./support/env.js"
+
+const Export = Contract.job("Export", Schema.Struct({ tenant: Schema.String, i: Schema.Number }))
+const exportsCap = { group: "exports", limit: 3 } as const
+
+const setups = [
+  [
+    "memory",
+    (handlers: ReadonlyArray<Handler.JobHandler<any, any, never>>) =>
+      Publisher.layer.pipe(
+        Layer.provideMerge(Registry.layer({ handlers })),
+        Layer.provideMerge(Concurrency.layerMemoryLimits),
+        Layer.provideMerge(SemaphoreProviderMemory.layer),
+        Layer.provideMerge(JobStoreMemory.layer)
+      )
+  ],
+  ["postgres", (handlers: ReadonlyArray<Handler.JobHandler<any, any, never>>) => pgWorkerEnv(handlers)]
+] as const
+
+for (const [name, env] of setups) {
+  describe(`Total caps on ${name}`, () => {
+    it.live("Wait: never more than 2 of a tenant nor 3 of the group inside, every job succeeds once", () => {
+      const holders = new HolderCounter()
+      const runs = new Map<string, number>()
+      const handler = Handler.job(
+        Export,
+        ({ i, tenant }) =>
+          holders.hold(
+            "group:exports",
+            holders.hold(tenant, Effect.zipRight(Effect.sleep("15 millis"), Effect.sync(() => runs.set(`${tenant}/${i}`, (runs.get(`${tenant}/${i}`) ?? 0) + 1))))
+          ),
+        { policy: [Semaphore("unused", 1)] }
+      )
+      return Effect.gen(function* () {
+        const p = yield* Publisher.Publisher
+        const tenants = ["t1", "t2", "t3", "t4", "t5"]
+        const ids: Array<string> = []
+        for (let i = 0; i < 6; i++) {
+          for (const tenant of tenants) {
+            // the enqueue-time declaration wins over the handler's
+            ids.push(yield* p.enqueue(Export, { tenant, i }, JobParameters.make().withSemaphore(tenant, 2, "Wait", exportsCap)))
+          }
+        }
+        yield* Effect.scoped(Effect.zipRight(Worker.make({ addons: [Concurrency.addon], concurrency: 10, pollInterval: "5 millis" }), drained(60_000)))
+        for (const tenant of tenants) expect(holders.max.get(tenant), tenant).toBeLessThanOrEqual(2)
+        // the group's cap held, and it was reached (10 fibers, 5 tenants of 2: the group is what limits)
+        expect(holders.max.get("group:exports")).toBe(3)
+        expect([...runs.values()].every((n) => n === 1) && runs.size === 30).toBe(true)
+        const details = yield* Effect.forEach(ids, detail)
+        expect(details.every((d) => d.job.state === "Succeeded")).toBe(true)
+        const requeues = details.flatMap((d) => d.logs.filter((l) => l.kind === "Requeued").map((l) => l.message))
+        expect(requeues).toContain(groupRequeuedText("exports", 3))
+        expect(groupRequeuedText("exports", 3)).toBe("Requeued — group 'exports' full (3 slots)")
+        // the total cap is stamped with the rest of the policy
+        expect((details[0]!.job.metadata as any).policies.concurrency.value.total).toEqual(exportsCap)
+      }).pipe(Effect.provide(env([handler])))
+    })
+
+    it.live("Skip: a job whose key has room but whose group is full is cancelled with the group's text", () => {
+      const handler = Handler.job(Export, () => Effect.sleep("200 millis"))
+      return Effect.gen(function* () {
+        const p = yield* Publisher.Publisher
+        // four tenants, each a Mutex in Skip mode, in a group of 2: two of the four find the group full
+        const ids = yield* Effect.forEach(["a", "b", "c", "d"], (tenant, i) =>
+          p.enqueue(Export, { tenant, i }, JobParameters.make().withMutex(tenant, "Skip", { group: "pair", limit: 2 }))
+        )
+        yield* Effect.scoped(Effect.zipRight(Worker.make({ addons: [Concurrency.addon], concurrency: 4, pollInterval: "5 millis" }), drained(30_000)))
+        const details = yield* Effect.forEach(ids, detail)
+        const states = details.map((d) => d.job.state).sort()
+        expect(states).toEqual(["Deleted", "Deleted", "Succeeded", "Succeeded"])
+        for (const d of details.filter((d) => d.job.state === "Deleted")) {
+          expect(d.logs.at(-1)?.message).toBe(groupCancelledText("pair", 2))
+        }
+      }).pipe(Effect.provide(env([handler])))
+    })
+  })
+}
+
+describe("Total caps: declarations", () => {
+  it("refuse a bad group or group limit with InvalidPolicy", () => {
+    expect(() => Semaphore("k", 2, { total: { group: " ", limit: 3 } })).toThrow(InvalidPolicy)
+    expect(() => Semaphore("k", 2, { total: { group: "g", limit: 0 } })).toThrow(InvalidPolicy)
+    const bad = JobParameters.make().withSemaphore("k", 2, "Wait", { group: "g", limit: 1.5 })
+    expect(bad.error).toBeInstanceOf(InvalidPolicy)
+    expect(bad.error?.message).toContain("limit")
+    expect(JobParameters.make().withSemaphore("k", 2, "Wait", { group: "g", limit: 2 }).error).toBeUndefined()
+  })
+})
