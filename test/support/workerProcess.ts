@@ -34,6 +34,8 @@ export interface ChildConfig {
   readonly pingMs: number
   readonly graceMs: number
   readonly pool: number
+  /** How often the worker asks for cancels of the jobs it runs (the worker's default, 1 s, when absent). */
+  readonly cancelCheckMs?: number
   /** Turn on the worker's slot reuse for Wait-mode keys (off by default). */
   readonly slotReuse?: boolean
   /** The semaphore provider: PostgreSQL advisory locks (default) or Redis leases. */
@@ -123,6 +125,7 @@ const main = Effect.gen(function* () {
           lease: `${config.leaseMs} millis`,
           gracePeriod: `${config.graceMs} millis`,
           slotReuse: config.slotReuse === true ? {} : false,
+          ...(config.cancelCheckMs === undefined ? {} : { cancelCheckInterval: `${config.cancelCheckMs} millis` as const }),
           workerId: `${config.name}/${process.pid}/g${generation}`
         })
         if (generation === 0) process.stdout.write("READY\n")
