@@ -181,7 +181,7 @@ describe.skipIf(!available)("dashboard in a browser", () => {
     const page = await browser.newPage()
     await page.goto(`${withoutAddon.url}/jobs`)
     const nav = page.getByRole("navigation", { name: "Dashboard" })
-    await expect(nav.getByRole("link").allTextContents()).resolves.toEqual(["Jobs", "Counters"])
+    await expect(nav.getByRole("link").allTextContents()).resolves.toEqual(["Jobs", "Counters", "Workers"])
     const response = await page.goto(`${withoutAddon.url}/concurrency`)
     expect(response?.status()).toBe(404)
     await expect(page.locator("h1").textContent()).resolves.toBe("Not found")
