@@ -28,6 +28,7 @@ import {
 import { requeuedText } from "../src/internal/concurrency/ConcurrencyBehavior.js"
 import * as ConcurrencyLimitManager from "../src/internal/concurrency/ConcurrencyLimitManager.js"
 import * as ConcurrencyLimitResolver from "../src/internal/concurrency/ConcurrencyLimitResolver.js"
+import * as Pages from "../src/internal/dashboard/Pages.js"
 import { JobStore } from "../src/internal/store/JobStore.js"
 import { freshPgLayer } from "./support/db.js"
 import { HolderCounter } from "./support/holders.js"
@@ -228,3 +229,23 @@ for (const [name, env] of runtimes) {
     }, 60_000)
   })
 }
+
+describe("the dashboard's concurrency page", () => {
+  it("shows each override's expiry ('never' for a sticky one)", () => {
+    const at = new Date("2030-01-02T03:04:05Z")
+    const page = Pages.concurrencyPage(
+      { prefix: "/warp", concurrency: true },
+      {
+        limits: [
+          new ConcurrencyLimitManager.ConcurrencyLimit({ key: "a", slots: 2, updatedAt: new Date(0), expiresAt: at }),
+          new ConcurrencyLimitManager.ConcurrencyLimit({ key: "b", slots: 3, updatedAt: new Date(0) })
+        ],
+        token: undefined,
+        fieldName: "csrf"
+      }
+    ).toString()
+    expect(page).toContain("<th>Expires</th>")
+    const cells = [...page.matchAll(/data-testid="expires">([^<]*)</g)].map((m) => m[1])
+    expect(cells).toEqual([Pages.time(at), "never"])
+  })
+})
