@@ -13,13 +13,14 @@
  * - Stuck holders: while `excess` > 0, Processing rows of the key whose lease has expired (the holder
  *   stopped renewing, its lock is still held) — at most `excess` of them.
  * - Leaked slots: what remains of `excess`, attributed to sessions holding a slot lock of the key that
- *   have been idle (`pg_stat_activity.state = 'idle'`) for at least `idleFor` — a live holder of the
+ *   have been idle (`pg_stat_activity.state` idle, or idle in a transaction) for at least `idleFor` — a live holder of the
  *   PostgreSQL provider is pinged every `pingInterval` and is never idle that long — longest idle
  *   first. Excess with no such session is transient (a release between the two reads) and not reported.
  *
  * Every run sets two gauges (`warp_slot_audit_leaked`, `warp_slot_audit_stuck`), logs one warning per
  * finding, and keeps the report (`SlotAudit.lastReport`). With `terminateStale: true` each leaked
- * slot's session is ended with `pg_terminate_backend(pid)` (logged; a leak by definition has no job of
+ * slot's session is ended with `pg_terminate_backend(pid)` — only if, at that moment, it is still idle
+ * that long and still holds the slot (a multiplexed lane of the provider, pinged, never is) — (logged; a leak by definition has no job of
  * its key in that session, so there is no job to write an audit entry on). Stuck holders are only
  * reported: their jobs are recovered by the claim once their lease has expired.
  *
@@ -129,6 +130,9 @@ const keyOfRow = (registry: RegistryService, row: { type: string; handler: strin
   return declared(h.policies) ?? declared(h.contract?.policies)
 }
 
+/** Idle states of `pg_stat_activity` (a session sitting in an open transaction counts too). */
+const isIdle = (state: string | null) => state === "idle" || state === "idle in transaction" || state === "idle in transaction (aborted)"
+
 interface HeldLock {
   readonly pid: number
   readonly id: string
@@ -213,7 +217,7 @@ export const make = (options: Omit<SlotAuditOptions, "every">) =>
           excess--
         }
         if (excess <= 0) continue
-        const idle = holders.filter((h) => h.state === "idle" && h.idleMs >= idleForMs).sort((a, b) => b.idleMs - a.idleMs)
+        const idle = holders.filter((h) => isIdle(h.state) && h.idleMs >= idleForMs).sort((a, b) => b.idleMs - a.idleMs)
         for (const h of idle.slice(0, excess)) {
           leaked.push({ _tag: "LeakedSlot", key, slot: h.slot, pid: h.pid, applicationName: h.applicationName, idleMs: h.idleMs, terminated: false })
         }
@@ -221,7 +225,15 @@ export const make = (options: Omit<SlotAuditOptions, "every">) =>
       if (terminate) {
         for (let i = 0; i < leaked.length; i++) {
           const l = leaked[i]!
-          const ended = yield* sql`SELECT pg_terminate_backend(${l.pid}) AS ok`.pipe(Effect.map((rows) => (rows[0] as any)?.ok === true))
+          // only if, at this moment, the session is still idle that long and still holds the slot
+          const ended = yield* sql`
+            SELECT pg_terminate_backend(a.pid) AS ok FROM pg_stat_activity a
+            WHERE a.pid = ${l.pid} AND a.state IN ('idle', 'idle in transaction', 'idle in transaction (aborted)')
+              AND a.state_change <= now() - ${idleForMs} * interval '1 millisecond'
+              AND EXISTS (SELECT 1 FROM pg_locks k WHERE k.pid = a.pid AND k.locktype = 'advisory' AND k.objsubid = 1 AND k.granted
+                            AND ((k.classid::bigint << 32) | k.objid::bigint)::text = ${lockId(slotName(LOCK_PREFIX + l.key, l.slot))})`.pipe(
+            Effect.map((rows) => (rows[0] as any)?.ok === true)
+          )
           leaked[i] = { ...l, terminated: ended }
           if (ended) {
             yield* Metric.increment(terminatedTotal)
