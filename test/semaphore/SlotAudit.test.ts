@@ -39,6 +39,7 @@ import { type ChildWorker, spawnWorker } from "../soak/children.js"
 import { createTables, recordingHandler, Work as ChildWork } from "../soak/workload.js"
 import { createDatabase, dropDatabase, pgLayer } from "../support/db.js"
 import { HolderCounter } from "../support/holders.js"
+import { JobStore } from "../../src/internal/store/JobStore.js"
 import { detail, drained } from "../support/runtime.js"
 
 const slotId = (key: string, i: number) => lockId(slotName(LOCK_PREFIX + key, i))
@@ -151,6 +152,41 @@ describe("slot audit: a session left open holding a slot", () => {
         expect(last.heldSlots).toBe(0)
       }).pipe(Effect.provide(env))
     }).pipe(Effect.ensuring(Effect.promise(() => raw.end().catch(() => undefined))))
+  }, 60_000)
+
+  it.live("no finding while many short jobs of a key churn through its slots", () => {
+    const Churn = Contract.job("AuditChurn", Schema.Struct({ i: Schema.Number }))
+    const handler = Handler.job(Churn, () => Effect.yieldNow(), { policy: [Semaphore("churn", 3)] })
+    const env = Publisher.layer.pipe(
+      Layer.provideMerge(Registry.layer({ handlers: [handler] })),
+      Layer.provideMerge(Concurrency.layer),
+      Layer.provideMerge(SemaphoreProviderPg.layer()),
+      Layer.provideMerge(JobStorePg.layer),
+      Layer.provideMerge(pgLayer(url, 20))
+    )
+    return Effect.gen(function* () {
+      const p = yield* Publisher.Publisher
+      const audit = yield* SlotAuditInternal.make({ idleFor: "1500 millis", terminateStale: true })
+      yield* Effect.forEach(Array.from({ length: 300 }, (_, i) => i), (i) => p.enqueue(Churn, { i }), { concurrency: 8 })
+      const reports = yield* Effect.scoped(
+        Effect.gen(function* () {
+          yield* Worker.make({ addons: [Concurrency.addon], concurrency: 6, pollInterval: "5 millis", gracePeriod: "1 second" })
+          const seen: Array<SlotAuditInternal.SlotAuditReport> = []
+          const store = yield* JobStore
+          while (true) {
+            seen.push(yield* audit.runOnce)
+            const c = yield* store.countByState
+            if (c.Enqueued + c.Scheduled + c.Processing === 0) return seen
+            if (seen.length > 2000) return yield* Effect.dieMessage("not drained")
+            yield* Effect.sleep("20 millis")
+          }
+        })
+      )
+      expect(reports.length).toBeGreaterThan(3)
+      expect(reports.flatMap((r) => [...r.leaked, ...r.stuck])).toEqual([])
+      // the audit did see the key's slots held while the jobs ran
+      expect(reports.some((r) => r.heldSlots > 0)).toBe(true)
+    }).pipe(Effect.provide(env))
   }, 60_000)
 
   it.live("the Layer runs on its schedule and keeps the last report; a leak of a key named in `keys` is seen with no job of it", () => {
