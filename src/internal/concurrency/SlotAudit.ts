@@ -16,6 +16,8 @@
  *   have been idle (`pg_stat_activity.state` idle, or idle in a transaction) for at least `idleFor` — a live holder of the
  *   PostgreSQL provider is pinged every `pingInterval` and is never idle that long — longest idle
  *   first. Excess with no such session is transient (a release between the two reads) and not reported.
+ *   A Processing row counts as a holder from its claim on, also while it is still in the gate: under
+ *   contention (Wait-mode jobs cycling through Processing) one run can miss a leak a later run finds.
  *
  * Every run sets two gauges (`warp_slot_audit_leaked`, `warp_slot_audit_stuck`), logs one warning per
  * finding, and keeps the report (`SlotAudit.lastReport`). With `terminateStale: true` each leaked
