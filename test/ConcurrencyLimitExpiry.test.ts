@@ -85,6 +85,9 @@ for (const [name, layer] of managerLayers) {
         yield* limits.addOrUpdateLimit("future", 3, { expiresAt: new Date(Date.now() + 3_600_000) })
         yield* limits.addOrUpdateLimit("later", 4, { expiresIn: "1 hour" })
         expect(yield* limits.get("past")).toEqual(Option.none())
+        // removing an expired (not yet purged) override: no override was in force
+        expect(yield* limits.removeLimit("past")).toBe(false)
+        yield* limits.addOrUpdateLimit("past", 2, { expiresAt: new Date(Date.now() - 60_000) })
         const future = Option.getOrThrow(yield* limits.get("future"))
         expect(future.slots).toBe(3)
         expect(future.expiresAt).toBeInstanceOf(Date)

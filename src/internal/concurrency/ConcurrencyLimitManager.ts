@@ -52,7 +52,7 @@ export interface ConcurrencyLimitManagerService {
    * An expiry already past writes an override that is already ignored.
    */
   readonly addOrUpdateLimit: (key: string, slots: number, expiry?: LimitExpiry) => Effect.Effect<void, InvalidPolicy | LimitStoreError>
-  /** Removes `key`'s override; the declared limit applies again. */
+  /** Removes `key`'s override; the declared limit applies again. True when an unexpired override existed. */
   readonly removeLimit: (key: string) => Effect.Effect<boolean, LimitStoreError>
   /** Every unexpired override, ordered by key (code-unit order, the same on every layer). */
   readonly list: Effect.Effect<ReadonlyArray<ConcurrencyLimit>, LimitStoreError>
@@ -127,7 +127,15 @@ export const layerMemory: Layer.Layer<ConcurrencyLimitManager> = Layer.sync(Conc
             rows.set(key, new ConcurrencyLimit({ key, slots, updatedAt: new Date(now), ...(expiresAt === undefined ? {} : { expiresAt }) }))
           })
       }),
-    removeLimit: (key) => Effect.sync(() => !hasNul(key) && rows.delete(key)),
+    // an expired row is deleted too, but was no override in force: false, as if purged already
+    removeLimit: (key) =>
+      hasNul(key)
+        ? Effect.succeed(false)
+        : Effect.map(Clock.currentTimeMillis, (now) => {
+            const row = rows.get(key)
+            rows.delete(key)
+            return row !== undefined && isLive(row, now)
+          }),
     // code-unit order, like PostgreSQL's COLLATE "C" for the keys people use
     list: Effect.map(purge, () => [...rows.values()].sort((a, b) => (a.key < b.key ? -1 : 1))),
     get: (key) =>
@@ -174,8 +182,8 @@ export const makePg = Effect.gen(function* () {
     removeLimit: (key) =>
       hasNul(key)
         ? Effect.succeed(false)
-        : sql`DELETE FROM warp_concurrency_limits WHERE key = ${key} RETURNING key`.pipe(
-            Effect.map((rows) => rows.length > 0),
+        : sql`DELETE FROM warp_concurrency_limits WHERE key = ${key} RETURNING ${sql.literal(live)} AS live`.pipe(
+            Effect.map((rows) => rows.length > 0 && (rows[0] as any).live === true),
             Effect.mapError(fail("removeLimit"))
           ),
     list: sql`
