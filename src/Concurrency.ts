@@ -26,11 +26,23 @@ export const Mutex = internal.Mutex
 
 /**
  * At most `limit` jobs of `key` processing at once, across every worker and process (mode: Wait unless given).
+ * `limit` may be a function of the payload (since 0.3.0): computed once by the attempt that stamps the
+ * policy, stamped as a number; an invalid result fails the job (see {@link LimitFrom}).
  *
  * @since 0.1.0
  * @category constructors
  */
 export const Semaphore = internal.Semaphore
+
+/**
+ * A concurrency limit computed from the job's decoded payload: `Semaphore("api", (p) => p.tier === "gold" ? 8 : 2)`.
+ * It must return an integer >= 1; anything else (NaN, 0, 1.5, a throw) fails the job with a message
+ * naming the key and the value. Not with mode `Fifo`.
+ *
+ * @since 0.3.0
+ * @category models
+ */
+export type LimitFrom<P = any> = internal.LimitFrom<P>
 
 /**
  * The draft edited by `JobParameters.configure(ConcurrencyMetadata, (m) => ...)`.

@@ -23,6 +23,16 @@ export const ConcurrencyLimit = internal.ConcurrencyLimit
 export type ConcurrencyLimit = internal.ConcurrencyLimit
 
 /**
+ * How long an override applies: `expiresAt` (an instant) or `expiresIn` (a duration from the write, on
+ * the storage's clock); neither = sticky until removed. An expired override is ignored by the claim,
+ * `get` and `list` (not returned), and purged lazily.
+ *
+ * @since 0.3.0
+ * @category models
+ */
+export type LimitExpiry = internal.LimitExpiry
+
+/**
  * The limit table could not be read or written.
  *
  * @since 0.1.0

@@ -175,6 +175,13 @@ export * as ConcurrencyBehavior from "./ConcurrencyBehavior.js"
  */
 export * as ConcurrencyLimitManager from "./ConcurrencyLimitManager.js"
 /**
+ * The slot-leak audit: leaked advisory slot locks and stuck holders, as gauges, logs and a report.
+ *
+ * @since 0.3.0
+ * @category modules
+ */
+export * as SlotAudit from "./SlotAudit.js"
+/**
  * The semaphore provider seam.
  *
  * @since 0.1.0

@@ -4,8 +4,12 @@
  *
  * @since 0.1.0
  */
+import type { LimitFrom } from "../policy/ComputedLimit.js"
 import * as Declaration from "../policy/Declaration.js"
+import { InvalidPolicy } from "../policy/InvalidPolicy.js"
 import { call, type ConcurrencyMode, type TotalCap } from "../policy/PolicyValues.js"
+
+export type { LimitFrom } from "../policy/ComputedLimit.js"
 
 export { ConcurrencyMode, ConcurrencyPolicy, TotalCap } from "../policy/PolicyValues.js"
 
@@ -38,13 +42,29 @@ export const Mutex = (key: string, options?: ConcurrencyOptions): Declaration.De
  * At most `limit` jobs of `key` processing at once, across all workers and processes.
  * Default mode `Wait` ("queue surplus, don't drop"). `limit` must be an integer >= 1;
  * anything else throws `InvalidPolicy` — never a silent clamp.
+ *
+ * `limit` may also be a function of the job's (decoded) payload, on a contract or handler: it is
+ * called once, by the attempt that resolves and stamps the policy, and the number is stamped — every
+ * later attempt and the claim read that number. A result that is not an integer >= 1 (NaN, 0, 1.5)
+ * or a throw fails the job with a message naming the key and the value. Not with mode `Fifo` (its
+ * order is read before any attempt resolves): throws `InvalidPolicy`.
  */
-export const Semaphore = (
+export const Semaphore = <P = any>(
   key: string,
-  limit: number,
+  limit: number | LimitFrom<P>,
   options?: ConcurrencyOptions
-): Declaration.Declaration<"concurrency", "anywhere"> =>
-  Declaration.make("concurrency", { key, limit, mode: options?.mode ?? "Wait", ...totalOf(options) }, "anywhere", call("Semaphore", key, limit, options))
+): Declaration.Declaration<"concurrency", "anywhere"> => {
+  if (typeof limit !== "function") {
+    return Declaration.make("concurrency", { key, limit, mode: options?.mode ?? "Wait", ...totalOf(options) }, "anywhere", call("Semaphore", key, limit, options))
+  }
+  const entry = call("Semaphore", key, "<computed>", options)
+  if (options?.mode === "Fifo") {
+    throw new InvalidPolicy({ family: "concurrency", message: `${entry}: a computed limit cannot be used with mode 'Fifo'`, entry, value: options.mode })
+  }
+  // the limit 1 is a placeholder: resolution replaces it with the computed number before stamping
+  const declaration = Declaration.make("concurrency", { key, limit: 1, mode: options?.mode ?? "Wait", ...totalOf(options) }, "anywhere", entry)
+  return { ...declaration, limitFrom: limit as LimitFrom<unknown> }
+}
 
 /**
  * The mutable draft edited by `JobParameters.configure(ConcurrencyMetadata, m => ...)`.

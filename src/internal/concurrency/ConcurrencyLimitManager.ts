@@ -1,13 +1,18 @@
 /**
  * Admin overrides of concurrency limits, editable at run time without a redeploy. Rows are sticky:
  * they live in the database, so a deploy that declares another limit still runs with the admin's
- * until `removeLimit`.
+ * until `removeLimit` — unless set with an expiry (`{ expiresAt }` or `{ expiresIn }`): from that
+ * instant the override is ignored everywhere it is read (the claim, `get`, `list`), so the declared
+ * limit applies again from the next pickup. Expired rows are never returned (not flagged) and are
+ * purged lazily (by `list` and by writes).
  *
  * @since 0.1.0
  */
 import * as SqlClient from "@effect/sql/SqlClient"
+import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
 import * as Data from "effect/Data"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
@@ -22,21 +27,36 @@ import { InvalidPolicy } from "../policy/InvalidPolicy.js"
 export class ConcurrencyLimit extends Schema.Class<ConcurrencyLimit>("ConcurrencyLimit")({
   key: PolicyKey,
   slots: PositiveInt,
-  updatedAt: Schema.DateFromSelf
+  updatedAt: Schema.DateFromSelf,
+  /** When the override stops applying; absent = sticky until removed. */
+  expiresAt: Schema.optional(Schema.DateFromSelf)
 }) {}
+
+/**
+ * How long an override applies: until `expiresAt`, or for `expiresIn` from the write (measured on the
+ * storage's clock: PostgreSQL's `now()`, the `Clock` for the memory layer). At most one of the two;
+ * neither = sticky. A write without an expiry makes an existing override sticky again.
+ */
+export interface LimitExpiry {
+  readonly expiresAt?: Date | undefined
+  readonly expiresIn?: Duration.DurationInput | undefined
+}
 
 /** The limit table could not be read or written. */
 export class LimitStoreError extends Data.TaggedError("LimitStoreError")<{ readonly operation: string; readonly cause: unknown }> {}
 
 /** The admin limit service. */
 export interface ConcurrencyLimitManagerService {
-  /** Sets `key`'s limit to `slots` (an integer >= 1). */
-  readonly addOrUpdateLimit: (key: string, slots: number) => Effect.Effect<void, InvalidPolicy | LimitStoreError>
-  /** Removes `key`'s override; the declared limit applies again. */
+  /**
+   * Sets `key`'s limit to `slots` (an integer >= 1), sticky or until an expiry (see {@link LimitExpiry}).
+   * An expiry already past writes an override that is already ignored.
+   */
+  readonly addOrUpdateLimit: (key: string, slots: number, expiry?: LimitExpiry) => Effect.Effect<void, InvalidPolicy | LimitStoreError>
+  /** Removes `key`'s override; the declared limit applies again. True when an unexpired override existed. */
   readonly removeLimit: (key: string) => Effect.Effect<boolean, LimitStoreError>
-  /** Every override, ordered by key (code-unit order, the same on every layer). */
+  /** Every unexpired override, ordered by key (code-unit order, the same on every layer). */
   readonly list: Effect.Effect<ReadonlyArray<ConcurrencyLimit>, LimitStoreError>
-  /** One override. */
+  /** One override, unless it has expired. */
   readonly get: (key: string) => Effect.Effect<Option.Option<ConcurrencyLimit>, LimitStoreError>
   /**
    * True when the overrides are the rows of `warp_concurrency_limits` on the job store's database: the
@@ -58,26 +78,83 @@ const Input = Schema.Struct({ key: PolicyKey, slots: PositiveInt })
  * every layer alike, and never found.
  */
 const hasNul = (key: unknown) => typeof key !== "string" || Describe.unstorableText(key) !== undefined
-const check = (key: string, slots: number): Either.Either<unknown, InvalidPolicy> =>
-  validate("concurrency", Input, { key, slots }, call("ConcurrencyLimitManager.addOrUpdateLimit", key, slots))
+const check = (key: string, slots: number, expiry?: LimitExpiry): Either.Either<ExpiryOf, InvalidPolicy> =>
+  Either.flatMap(
+    validate("concurrency", Input, { key, slots }, call("ConcurrencyLimitManager.addOrUpdateLimit", key, slots, expiry)),
+    () => checkExpiry(expiry, call("ConcurrencyLimitManager.addOrUpdateLimit", key, slots, expiry))
+  )
 
-/** In-memory overrides. */
+/** A checked expiry: none, an instant, or a duration from the write. */
+type ExpiryOf = { readonly _tag: "None" } | { readonly _tag: "At"; readonly at: Date } | { readonly _tag: "In"; readonly millis: number }
+
+const refuse = (entry: string, field: string, rule: string, value: unknown) =>
+  Either.left(new InvalidPolicy({ family: "concurrency", message: `${entry}: ${field} ${rule}, got ${Describe.show(value)}`, entry, path: [field], value, rule }))
+
+const checkExpiry = (expiry: LimitExpiry | undefined, entry: string): Either.Either<ExpiryOf, InvalidPolicy> => {
+  if (expiry === undefined || (expiry.expiresAt === undefined && expiry.expiresIn === undefined)) return Either.right({ _tag: "None" })
+  if (expiry.expiresAt !== undefined && expiry.expiresIn !== undefined) {
+    return refuse(entry, "expiresIn", "must not be given together with expiresAt", expiry.expiresIn)
+  }
+  if (expiry.expiresAt !== undefined) {
+    const at = expiry.expiresAt
+    return at instanceof Date && Number.isFinite(at.getTime()) ? Either.right({ _tag: "At", at }) : refuse(entry, "expiresAt", "must be a valid Date", at)
+  }
+  const d = Duration.decodeUnknown(expiry.expiresIn)
+  if (Option.isNone(d) || !Duration.isFinite(d.value) || Duration.toMillis(d.value) <= 0) {
+    return refuse(entry, "expiresIn", "must be a finite duration > 0", expiry.expiresIn)
+  }
+  return Either.right({ _tag: "In", millis: Duration.toMillis(d.value) })
+}
+
+/** Whether `limit` still applies at `now` (epoch millis). */
+export const isLive = (limit: ConcurrencyLimit, now: number): boolean => limit.expiresAt === undefined || limit.expiresAt.getTime() > now
+
+/** In-memory overrides; expiry is measured on the `Clock` (so `TestClock` drives it). */
 export const layerMemory: Layer.Layer<ConcurrencyLimitManager> = Layer.sync(ConcurrencyLimitManager, () => {
   const rows = new Map<string, ConcurrencyLimit>()
+  /** Drops the expired rows (lazy purge) and returns the time it read. */
+  const purge = Effect.map(Clock.currentTimeMillis, (now) => {
+    for (const [key, row] of rows) if (!isLive(row, now)) rows.delete(key)
+    return now
+  })
   return {
-    addOrUpdateLimit: (key, slots) =>
-      Either.match(check(key, slots), {
+    addOrUpdateLimit: (key, slots, expiry) =>
+      Either.match(check(key, slots, expiry), {
         onLeft: Effect.fail,
-        onRight: () => Effect.sync(() => void rows.set(key, new ConcurrencyLimit({ key, slots, updatedAt: new Date() })))
+        onRight: (exp) =>
+          Effect.map(purge, (now) => {
+            const expiresAt = exp._tag === "At" ? exp.at : exp._tag === "In" ? new Date(now + exp.millis) : undefined
+            rows.set(key, new ConcurrencyLimit({ key, slots, updatedAt: new Date(now), ...(expiresAt === undefined ? {} : { expiresAt }) }))
+          })
       }),
-    removeLimit: (key) => Effect.sync(() => !hasNul(key) && rows.delete(key)),
+    // an expired row is deleted too, but was no override in force: false, as if purged already
+    removeLimit: (key) =>
+      hasNul(key)
+        ? Effect.succeed(false)
+        : Effect.map(Clock.currentTimeMillis, (now) => {
+            const row = rows.get(key)
+            rows.delete(key)
+            return row !== undefined && isLive(row, now)
+          }),
     // code-unit order, like PostgreSQL's COLLATE "C" for the keys people use
-    list: Effect.sync(() => [...rows.values()].sort((a, b) => (a.key < b.key ? -1 : 1))),
-    get: (key) => Effect.sync(() => (hasNul(key) ? Option.none() : Option.fromNullable(rows.get(key))))
+    list: Effect.map(purge, () => [...rows.values()].sort((a, b) => (a.key < b.key ? -1 : 1))),
+    get: (key) =>
+      hasNul(key)
+        ? Effect.succeed(Option.none())
+        : Effect.map(Clock.currentTimeMillis, (now) => Option.filter(Option.fromNullable(rows.get(key)), (row) => isLive(row, now)))
   }
 })
 
-const toLimit = (r: any) => new ConcurrencyLimit({ key: r.key, slots: Number(r.slots), updatedAt: new Date(r.updated_at) })
+const toLimit = (r: any) =>
+  new ConcurrencyLimit({
+    key: r.key,
+    slots: Number(r.slots),
+    updatedAt: new Date(r.updated_at),
+    ...(r.expires_at === null || r.expires_at === undefined ? {} : { expiresAt: new Date(r.expires_at) })
+  })
+
+/** The SQL condition "this row's override still applies". */
+const live = "(expires_at IS NULL OR expires_at > now())"
 
 /** Builds the PostgreSQL overrides service (table `warp_concurrency_limits`). */
 export const makePg = Effect.gen(function* () {
@@ -85,12 +162,19 @@ export const makePg = Effect.gen(function* () {
   const fail = (operation: string) => (cause: unknown) => new LimitStoreError({ operation, cause })
   const service: ConcurrencyLimitManagerService = {
     readAtClaim: true,
-    addOrUpdateLimit: (key, slots) =>
-      Either.match(check(key, slots), {
+    addOrUpdateLimit: (key, slots, expiry) =>
+      Either.match(check(key, slots, expiry), {
         onLeft: Effect.fail,
-        onRight: () =>
-          sql`INSERT INTO warp_concurrency_limits (key, slots) VALUES (${key}, ${slots})
-              ON CONFLICT (key) DO UPDATE SET slots = EXCLUDED.slots, updated_at = now()`.pipe(
+        onRight: (exp) =>
+          sql`INSERT INTO warp_concurrency_limits (key, slots, expires_at)
+              VALUES (${key}, ${slots}, ${
+                exp._tag === "At"
+                  ? sql`${exp.at.toISOString()}::timestamptz`
+                  : exp._tag === "In"
+                    ? sql`now() + ${exp.millis} * interval '1 millisecond'`
+                    : sql`NULL::timestamptz`
+              })
+              ON CONFLICT (key) DO UPDATE SET slots = EXCLUDED.slots, expires_at = EXCLUDED.expires_at, updated_at = now()`.pipe(
             Effect.asVoid,
             Effect.mapError(fail("addOrUpdateLimit"))
           )
@@ -98,18 +182,20 @@ export const makePg = Effect.gen(function* () {
     removeLimit: (key) =>
       hasNul(key)
         ? Effect.succeed(false)
-        : sql`DELETE FROM warp_concurrency_limits WHERE key = ${key} RETURNING key`.pipe(
-            Effect.map((rows) => rows.length > 0),
+        : sql`DELETE FROM warp_concurrency_limits WHERE key = ${key} RETURNING ${sql.literal(live)} AS live`.pipe(
+            Effect.map((rows) => rows.length > 0 && (rows[0] as any).live === true),
             Effect.mapError(fail("removeLimit"))
           ),
-    list: sql`SELECT key, slots, updated_at FROM warp_concurrency_limits ORDER BY key COLLATE "C"`.pipe(
+    list: sql`
+      WITH purged AS (DELETE FROM warp_concurrency_limits WHERE NOT ${sql.literal(live)})
+      SELECT key, slots, updated_at, expires_at FROM warp_concurrency_limits WHERE ${sql.literal(live)} ORDER BY key COLLATE "C"`.pipe(
       Effect.map((rows) => rows.map(toLimit)),
       Effect.mapError(fail("list"))
     ),
     get: (key) =>
       hasNul(key)
         ? Effect.succeed(Option.none())
-        : sql`SELECT key, slots, updated_at FROM warp_concurrency_limits WHERE key = ${key}`.pipe(
+        : sql`SELECT key, slots, updated_at, expires_at FROM warp_concurrency_limits WHERE key = ${key} AND ${sql.literal(live)}`.pipe(
             Effect.map((rows) => Option.map(Option.fromNullable(rows[0]), toLimit)),
             Effect.mapError(fail("get"))
           )

@@ -318,6 +318,7 @@ export const concurrencyPage = (frame: Frame, v: ConcurrencyView): Html => {
   ? html`<form class="inline" method="post" action="${action}">${hidden("save")}<input type="hidden" name="key" value="${l.key}"><input type="number" name="slots" min="1" step="1" required value="${l.slots}" aria-label="Slots for ${l.key}"><button type="submit" class="secondary">Save</button></form>`
   : html`<span class="num">${l.slots}</span>`}</td>
 <td class="nowrap">${time(l.updatedAt)}</td>
+<td class="nowrap" data-testid="expires">${l.expiresAt === undefined ? "never" : time(l.expiresAt)}</td>
 <td>${writable ? html`<form class="inline" method="post" action="${action}">${hidden("delete")}<input type="hidden" name="key" value="${l.key}"><button type="submit" class="danger" aria-label="Delete ${l.key}">Delete</button></form>` : ""}</td></tr>`
   )
   return layout(
@@ -330,7 +331,7 @@ ${v.errors === undefined || v.errors.length === 0 ? "" : html`<div class="error"
 ${writable ? "" : html`<div class="readonly" role="note"><strong>Writes are disabled.</strong> This dashboard is read-only; the application enables changes through the dashboard's <code>authorize</code> option.</div>`}
 ${v.limits.length === 0
   ? html`<div class="card muted">No admin limits: every key runs with its declared limit.</div>`
-  : html`<table><thead><tr><th>Key</th><th>Slots</th><th>Updated</th><th></th></tr></thead><tbody>${rows}</tbody></table>`}
+  : html`<table><thead><tr><th>Key</th><th>Slots</th><th>Updated</th><th>Expires</th><th></th></tr></thead><tbody>${rows}</tbody></table>`}
 ${writable
   ? html`<h2>Add or replace a limit</h2><div class="card"><form class="create" method="post" action="${action}">${hidden("save")}
 <label>Key<input type="text" class="key" name="key" required maxlength="${MAX_KEY_LENGTH}" placeholder="payment-api" value="${v.draft?.key ?? ""}"${invalid("key")}></label>

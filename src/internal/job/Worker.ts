@@ -359,7 +359,8 @@ export const make = <const A extends ReadonlyArray<Addon<any>> = []>(
       }
       const stored = JobMetadata.decode(job.metadata)
       if (Either.isLeft(stored)) return Either.left(`Job metadata is invalid: ${stored.left}`)
-      const resolution = PolicyResolution.resolve({ stored: stored.right, handler, contract, globals, now })
+      const resolution = PolicyResolution.resolve({ stored: stored.right, handler, contract, globals, now, payload: payload.right })
+      if (resolution.failure !== undefined) return Either.left(resolution.failure)
       return Either.right({
         attempt: { job, workerId, registered: registered.value, payload: payload.right, policies: resolution.effective },
         metadata: JobMetadata.encode(resolution.metadata)

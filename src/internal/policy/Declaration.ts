@@ -6,6 +6,7 @@
 import * as Either from "effect/Either"
 import * as Schema from "effect/Schema"
 import * as Describe from "../error/Describe.js"
+import * as ComputedLimit from "./ComputedLimit.js"
 import { InvalidPolicy } from "./InvalidPolicy.js"
 import { type FamilyName, type FamilyValue, families, type Policies } from "./PolicyFamily.js"
 import { validate } from "./PolicyValues.js"
@@ -19,6 +20,8 @@ export interface Declaration<K extends FamilyName = FamilyName, P extends Placem
   readonly family: K
   readonly value: FamilyValue<K>
   readonly placement: P
+  /** A concurrency limit computed from the payload at resolution (`value.limit` is then a placeholder). */
+  readonly limitFrom?: ComputedLimit.LimitFrom<unknown> | undefined
 }
 
 /** A declaration a handler may carry (everything but publish-only ones such as a `Total` timeout). */
@@ -79,6 +82,7 @@ export const collect = (
     )
     if (Either.isLeft(checked)) return Either.left(checked.left)
     out[d.family] = checked.right
+    if (d.family === "concurrency" && typeof d.limitFrom === "function") ComputedLimit.attach(out, d.limitFrom)
   }
   return Either.right(out as Policies)
 }

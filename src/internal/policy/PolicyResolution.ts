@@ -8,9 +8,11 @@
 import * as Either from "effect/Either"
 import type { AnyContract } from "../job/Contract.js"
 import type { AnyHandler } from "../job/Handler.js"
+import * as ComputedLimit from "./ComputedLimit.js"
 import * as Declaration from "./Declaration.js"
 import * as JobMetadata from "./JobMetadata.js"
 import { families, familyNames, type Policies } from "./PolicyFamily.js"
+import { ConcurrencyPolicy } from "./PolicyValues.js"
 
 /** The result of resolving one attempt's policy. */
 export interface Resolution {
@@ -18,6 +20,11 @@ export interface Resolution {
   readonly effective: Policies
   /** The metadata the finalizing write persists (stamped, unless policy-exempt). */
   readonly metadata: JobMetadata.JobMetadata
+  /**
+   * Why the attempt cannot run: a concurrency limit computed from the payload was not a valid limit
+   * (the job is failed with this message; nothing is stamped).
+   */
+  readonly failure?: string | undefined
 }
 
 /** Why a handler placement cannot be honoured at run time (for handlers built around the typed API). */
@@ -55,6 +62,8 @@ export const resolve = (options: {
   readonly contract: AnyContract
   readonly globals: Policies
   readonly now: Date
+  /** The decoded payload, for a concurrency limit computed from it. */
+  readonly payload?: unknown
 }): Resolution => {
   const { contract, globals, handler, now, stored } = options
   if (handler._tag === "SagaHandler") return { effective: {}, metadata: stored }
@@ -76,6 +85,16 @@ export const resolve = (options: {
       } else if (contract.policies[name] !== undefined && rungs.has("contract")) {
         out[name] = { source: "contract", value: contract.policies[name] }
       }
+    }
+    // a computed concurrency limit of the winning handler or contract: computed now, stamped as a number
+    const conc = out.concurrency
+    const limitFrom =
+      conc === undefined ? undefined : conc.source === "handler" ? ComputedLimit.of(handlerPolicies) : conc.source === "contract" ? ComputedLimit.of(contract.policies) : undefined
+    if (conc !== undefined && limitFrom !== undefined) {
+      const value = conc.value as ConcurrencyPolicy
+      const computed = ComputedLimit.compute(value, limitFrom, options.payload)
+      if (Either.isLeft(computed)) return { effective: {}, metadata: stored, failure: computed.left }
+      out.concurrency = { source: conc.source, value: new ConcurrencyPolicy({ key: value.key, limit: computed.right, mode: value.mode }) }
     }
     entries = out as JobMetadata.PolicyEntries
   }

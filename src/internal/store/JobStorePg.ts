@@ -93,16 +93,20 @@ export const make = Effect.gen(function* () {
 
   /**
    * Whether `warp_concurrency_limits` exists (the concurrency addon's migration ran): claims then read
-   * the override of each claimed row's key. Checked at build; while absent, again at most every 10 s.
+   * the override of each claimed row's key — ignoring an expired one when the table has `expires_at`
+   * (migration 0002). Checked at build; while absent or without `expires_at`, again at most every 10 s.
    */
-  const limitsTable = sql`SELECT to_regclass('warp_concurrency_limits') IS NOT NULL AS present`.pipe(
-    Effect.map((rows) => (rows[0] as any)?.present === true),
-    Effect.orElseSucceed(() => false)
+  type LimitsTable = "absent" | "plain" | "expiring"
+  const limitsTable = sql`SELECT to_regclass('warp_concurrency_limits') IS NOT NULL AS present,
+      EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass('warp_concurrency_limits')
+              AND attname = 'expires_at' AND NOT attisdropped) AS expiring`.pipe(
+    Effect.map((rows): LimitsTable => ((rows[0] as any)?.present !== true ? "absent" : (rows[0] as any)?.expiring === true ? "expiring" : "plain")),
+    Effect.orElseSucceed((): LimitsTable => "absent")
   )
   let hasLimits = yield* limitsTable
   let limitsCheckedAt = Date.now()
   const readsLimits = Effect.suspend(() => {
-    if (hasLimits || Date.now() - limitsCheckedAt < 10_000) return Effect.succeed(hasLimits)
+    if (hasLimits === "expiring" || Date.now() - limitsCheckedAt < 10_000) return Effect.succeed(hasLimits)
     limitsCheckedAt = Date.now()
     return Effect.tap(limitsTable, (present) => Effect.sync(() => (hasLimits = present)))
   })
@@ -155,7 +159,8 @@ export const make = Effect.gen(function* () {
           ).pipe(Effect.mapError(fail("insert"))),
 
     fetch: (workerId, limit, lease, hint = { contended: [] }) =>
-      Effect.flatMap(readsLimits, (withLimits) => {
+      Effect.flatMap(readsLimits, (limitsTable) => {
+        const withLimits = limitsTable !== "absent"
         const due = sql`state IN ('Scheduled', 'Enqueued') AND schedule_time <= now()`
         const key = sql`(metadata #>> '{policies,concurrency,value,key}')`
         // the predicates of the partial indexes `warp_jobs_fifo` and `warp_jobs_due_plain`, spelled alike
@@ -278,7 +283,9 @@ export const make = Effect.gen(function* () {
         )
         SELECT u.*${
           withLimits
-            ? sql`, a.key AS admin_key, (SELECT slots FROM warp_concurrency_limits WHERE key = a.key) AS admin_slots`
+            ? sql`, a.key AS admin_key, (SELECT slots FROM warp_concurrency_limits WHERE key = a.key${
+                limitsTable === "expiring" ? sql` AND (expires_at IS NULL OR expires_at > now())` : sql``
+              }) AS admin_slots`
             : sql``
         }
         FROM u${withLimits ? sql` CROSS JOIN LATERAL (SELECT ${sql`(u.metadata #>> '{policies,concurrency,value,key}')`} AS key) a` : sql``}

@@ -12,6 +12,7 @@ import type * as SqlClient from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
 import type * as Effect from "effect/Effect"
 import concurrency0001 from "../../../migrations/concurrency/0001_warp_concurrency_limits.js"
+import concurrency0002 from "../../../migrations/concurrency/0002_warp_concurrency_limits_expiry.js"
 import core0001 from "../../../migrations/core/0001_warp_jobs.js"
 import core0002 from "../../../migrations/core/0002_warp_policy_state.js"
 import core0003 from "../../../migrations/core/0003_warp_jobs_fifo.js"
@@ -38,5 +39,8 @@ export const core: MigrationRun = run(
   "warp_migrations"
 )
 
-/** Creates or upgrades the concurrency addon's tables (`warp_concurrency_limits`). */
-export const concurrency: MigrationRun = run({ "0001_warp_concurrency_limits": concurrency0001 }, "warp_concurrency_migrations")
+/** Creates or upgrades the concurrency addon's tables (`warp_concurrency_limits`, with `expires_at` from 0002). */
+export const concurrency: MigrationRun = run(
+  { "0001_warp_concurrency_limits": concurrency0001, "0002_warp_concurrency_limits_expiry": concurrency0002 },
+  "warp_concurrency_migrations"
+)
