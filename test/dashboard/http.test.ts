@@ -352,6 +352,7 @@ describe("store failures", () => {
       appendLog: () => down,
       get: () => down,
       list: () => down,
+      operate: () => down,
       countByState: down,
       counters: down,
       locks: { tryAcquire: () => Effect.die("unused") }

@@ -13,7 +13,19 @@ import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import { Job, type JobLog } from "../job/Job.js"
 import { counterOf, logOf, stateOf } from "../job/Outcome.js"
-import { bySubmission, claimOrder, counterKeys, emptyCounts, fifoPolicyOf, isWindow, JobStore, type JobStoreService } from "./JobStore.js"
+import {
+  bySubmission,
+  claimOrder,
+  counterKeys,
+  emptyCounts,
+  fifoPolicyOf,
+  isWindow,
+  JobStore,
+  type JobStoreService,
+  matchesFilter,
+  operatorFrom,
+  operatorTo
+} from "./JobStore.js"
 import * as SemaphoreProviderMemory from "../semaphore/SemaphoreProviderMemory.js"
 import { StoreError } from "./StoreError.js"
 
@@ -178,12 +190,37 @@ export const make = Effect.flatMap(SemaphoreProviderMemory.make, (locks) => Effe
         return job === undefined ? Option.none() : Option.some({ job, logs: [...(logs.get(id) ?? [])] })
       }),
 
-    list: ({ limit, offset, state }) =>
+    list: ({ limit, offset, ...filter }) =>
       Effect.sync(() => {
         const all = [...jobs.values()]
-          .filter((j) => state === undefined || j.state === state)
+          .filter((j) => matchesFilter(j, filter))
           .sort((a, b) => (a.id < b.id ? 1 : a.id > b.id ? -1 : 0))
         return { rows: isWindow(limit, offset) ? all.slice(offset, offset + limit) : [], total: all.length }
+      }),
+
+    operate: (action, ids) =>
+      Effect.map(now, (at) => {
+        const from = operatorFrom[action]
+        const to = operatorTo[action]
+        const unique = new Set(ids)
+        let changed = 0
+        for (const id of unique) {
+          const j = jobs.get(id)
+          if (j === undefined || !from.includes(j.state)) continue
+          jobs.set(
+            id,
+            clone(j, {
+              state: to.state,
+              scheduleTime: to.state === "Enqueued" ? at : j.scheduleTime,
+              lockedBy: null,
+              leaseUntil: null,
+              updatedAt: at
+            })
+          )
+          log(id, at, to.kind, to.message)
+          changed++
+        }
+        return { changed, skipped: unique.size - changed }
       }),
 
     countByState: Effect.sync(() => {
