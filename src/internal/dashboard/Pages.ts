@@ -56,7 +56,7 @@ dl.facts{display:grid;grid-template-columns:max-content 1fr;gap:6px 18px;margin:
 dl.facts dt{color:var(--muted)}dl.facts dd{margin:0}
 .callout{border-left:4px solid var(--accent);background:#eef2ff}
 .callout.none{border-left-color:#cbd5e1;background:var(--card)}
-.callout .big{font-size:18px;font-weight:600}
+.callout .big{font-size:18px;font-weight:600;overflow-wrap:anywhere}
 .notice,.error,.readonly{padding:12px 16px;border-radius:8px;margin:0 0 16px}
 .notice{background:#e6f6ec;color:#145c33;border:1px solid #b7e4c7}
 .error{background:#fdeaea;color:#8a1f1f;border:1px solid #f5c2c2}
@@ -195,7 +195,7 @@ export const jobPage = (frame: Frame, v: JobView): Html => {
   const concurrencyCard =
     conc === undefined
       ? html`<div class="card callout none" id="concurrency"><div class="muted">Concurrency key</div><div class="big">none</div><div class="muted">${meta?.stampedAt === undefined ? "Nothing stamped yet: the policy is resolved and written by the first attempt." : "This job runs without a concurrency slot."}</div></div>`
-      : html`<div class="card callout" id="concurrency"><div class="muted">Concurrency key</div><div class="big mono wrap" data-testid="concurrency-key" title="${conc?.value.key ?? ""}">${conc.value.key}</div>
+      : html`<div class="card callout" id="concurrency"><div class="muted">Concurrency key</div><div class="big mono" data-testid="concurrency-key">${conc.value.key}</div>
 <div>${conc.value.limit === 1 ? "Mutex" : "Semaphore"} · declared limit ${conc.value.limit} · mode ${conc.value.mode} · from the ${conc.source}</div>
 ${v.override === undefined
   ? frame.concurrency ? html`<div class="muted">No admin override: the declared limit applies.</div>` : ""
