@@ -653,7 +653,7 @@ describe("pager, pluralization, flash", () => {
     const b = await session(admin.url)
     const saved = await post(admin.url, { action: "save", key: "flash-probe", slots: "3", _csrf: s.token! }, { ...adminHeader, cookie: s.cookie })
     const flash = flashOf(saved)
-    expect(saved.headers.get("set-cookie")).toMatch(/HttpOnly/i)
+    expect(saved.headers.get("set-cookie")).toMatch(/warp_flash=[^;]+; Max-Age=60; Path=\/warp; HttpOnly; SameSite=Strict/i)
     expect(notice(await (await get(`${admin.url}/concurrency`, { ...adminHeader, cookie: `${b.cookie}; ${flash}` })).text())).toBe(false)
     const shown = await get(`${admin.url}/concurrency`, { ...adminHeader, cookie: `${s.cookie}; ${flash}` })
     expect(await shown.text()).toContain("Saved: &#39;flash-probe&#39; now runs with 3 slots")

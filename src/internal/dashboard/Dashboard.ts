@@ -161,7 +161,7 @@ export const router = (options: DashboardOptions = {}): HttpRouter.HttpRouter<ne
       httpOnly: true,
       sameSite: "strict",
       path: cookiePath,
-      maxAge: 60
+      maxAge: "60 seconds"
     })
 
   const badRequest = (f: Pages.Frame, text: string) => page(Pages.message(f, "Bad request", text), 400)

@@ -87,6 +87,7 @@ svg.chart .grid{stroke:#e3e7ee}svg.chart .tick,svg.chart .value{fill:#5f6b7d;fon
 svg.chart .label{fill:#1d2433;font-size:13px}svg.chart .legend{fill:#1d2433;font-size:12px}
 tr.hot td{background:#fffaf0}
 .wrap{overflow-wrap:anywhere;word-break:break-word}
+td{overflow-wrap:anywhere}
 td.clip{max-width:22ch;overflow:hidden;text-overflow:ellipsis;white-space:nowrap}
 .titlebar{display:flex;justify-content:space-between;align-items:center;gap:12px;flex-wrap:wrap}
 .titlebar p{margin:0}
@@ -111,7 +112,8 @@ table.stack,table.stack tbody,table.stack tr,table.stack td{display:block;width:
 table.stack thead{display:none}
 table.stack tr{border-bottom:1px solid var(--line)}
 table.stack td{border:0;padding:4px 12px;white-space:normal;text-align:left;overflow-wrap:anywhere}
-table.stack td.clip{max-width:none;white-space:nowrap}
+table.stack td{overflow-wrap:anywhere}
+td.clip{max-width:none;white-space:nowrap}
 table.stack td[data-label]::before{content:attr(data-label);display:block;font-size:11px;text-transform:uppercase;letter-spacing:.5px;color:var(--muted)}
 form.inline{flex-wrap:wrap}
 .pager{flex-wrap:wrap;gap:8px}
