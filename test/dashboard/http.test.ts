@@ -148,7 +148,10 @@ describe("escaping", () => {
       "/concurrency",
       `/concurrency?saved=${encodeURIComponent(F.hostile)}&slots=${encodeURIComponent(F.hostile)}`,
       `/jobs/${encodeURIComponent(F.hostile)}`,
-      `/jobs?state=${encodeURIComponent(F.hostile)}`
+      `/jobs?state=${encodeURIComponent(F.hostile)}`,
+      `/jobs?key=${encodeURIComponent(F.hostile)}`,
+      `/jobs?type=${encodeURIComponent(F.hostile)}&id=${encodeURIComponent(F.hostile)}`,
+      `/bulk?action=retry&type=${encodeURIComponent(F.hostile)}`
     ]
     for (const path of pages) {
       const response = await get(`${admin.url}${path}`, adminHeader)

@@ -67,7 +67,7 @@ export const confirmPage = (frame: Frame, v: ConfirmView): Html => {
     frame,
     "jobs",
     title,
-    html`<h1>${title}</h1><div class="card">${v.eligible === 0
+    html`<h1>${title}</h1><p class="lead wrap" data-testid="filter">Jobs where ${Filters.describe(v.filters)}</p><div class="card">${v.eligible === 0
       ? html`<p>No job this filter matches is in a state this action applies to (${operatorFrom[v.action].join(", ")}). Nothing was changed.</p><p><a href="${back}">Back to the list</a></p>`
       : html`<p>${v.eligible > maxBulk
           ? `${v.eligible} jobs match in a state this action applies to (${operatorFrom[v.action].join(", ")}); one request changes at most ${maxBulk}, the newest first. Repeat for the rest.`

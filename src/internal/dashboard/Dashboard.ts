@@ -8,6 +8,10 @@
  * concurrency page looks the `ConcurrencyLimitManager` up per request (`Effect.serviceOption`) and
  * answers 404 without it.
  *
+ * Operators the `authorize` hook allows can retry, delete and requeue jobs, one from its page or every
+ * job a filter matches (after a confirmation with the count); the jobs list filters by id, key prefix,
+ * type, state and creation window, all carried in the URL.
+ *
  * Writes are denied unless the app's `authorize` hook allows the request; forms carry a CSRF token
  * (HMAC of a per-browser cookie nonce under a per-process secret); every value on a page is
  * HTML-escaped.
@@ -54,7 +58,7 @@ export const allowWrites: Authorize = () => Effect.succeed(true)
 export interface DashboardOptions {
   /** The public path of the dashboard, e.g. "/warp" (the default) or "/admin/jobs"; "" serves it at the root. */
   readonly prefix?: string | undefined
-  /** Who may create, edit and delete admin limits (default {@link readOnly}). */
+  /** Who may write: create, edit and delete admin limits; retry, delete and requeue jobs (default {@link readOnly}). */
   readonly authorize?: Authorize | undefined
   /** Jobs per page on the list (default 25). */
   readonly pageSize?: number | undefined

@@ -134,3 +134,15 @@ export const href = (prefix: string, f: Filters, page = 1): string => {
   const s = q.toString()
   return `${prefix}/jobs${s === "" ? "" : `?${s}`}`
 }
+
+/** The filters in words, for a confirmation ("type is ChargeCard · key starts with payment-"). */
+export const describe = (f: Filters): string => {
+  const parts: Array<string> = []
+  if (f.id !== undefined) parts.push(`id is "${f.id}"`)
+  if (f.key !== undefined) parts.push(`concurrency key starts with "${f.key}"`)
+  if (f.type !== undefined) parts.push(`type is "${f.type}"`)
+  if (f.state !== undefined) parts.push(`state is ${f.state}`)
+  if (f.after !== undefined) parts.push(`created at or after ${formatTime(f.after)} UTC`)
+  if (f.before !== undefined) parts.push(`created before ${formatTime(f.before)} UTC`)
+  return parts.length === 0 ? "every job (no filter)" : parts.join(" · ")
+}

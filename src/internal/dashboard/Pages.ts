@@ -76,8 +76,8 @@ button.danger{background:#fff;color:var(--bad);border-color:#e9a8a8}
 .nowrap{white-space:nowrap}
 .card h2{margin-top:0}
 .card>p:first-child{margin-top:0}.card>p:last-child{margin-bottom:0}
-.grid2{display:grid;grid-template-columns:1fr 1fr;gap:18px}
-@media (max-width:800px){.grid2{grid-template-columns:1fr}input.key{width:100%}}
+.grid2{display:grid;grid-template-columns:minmax(0,1fr) minmax(0,1fr);gap:18px}
+@media (max-width:800px){.grid2{grid-template-columns:minmax(0,1fr)}input.key{width:100%}}
 .stats{display:grid;grid-template-columns:repeat(4,1fr);gap:14px;margin-bottom:18px}
 .stat{background:var(--card);border:1px solid var(--line);border-radius:10px;padding:14px 16px}
 .stat .v{font-size:26px;font-weight:700;font-variant-numeric:tabular-nums}.stat .k{color:var(--muted);font-size:13px}
@@ -101,20 +101,18 @@ form.filters input,form.filters select{width:100%;font:inherit;font-size:14px;pa
 form.filters .buttons{display:flex;gap:10px;align-items:center}
 .s-Retried{background:#e8eefc;color:var(--accent)}
 dl.facts{grid-template-columns:max-content minmax(0,1fr)}dl.facts dd{overflow-wrap:anywhere}
-.grid2{grid-template-columns:minmax(0,1fr) minmax(0,1fr)}
+.badge{white-space:nowrap;overflow-wrap:normal}
 time{text-decoration:underline dotted #b4bcc8}
 @media (max-width:640px){
 header .bar{padding:0 12px;gap:12px;height:auto;min-height:54px;flex-wrap:wrap}
 main{padding:16px 12px}
-.grid2{grid-template-columns:minmax(0,1fr)}
 .stats{grid-template-columns:repeat(2,1fr)}
-table.stack,table.stack tbody,table.stack tr,table.stack td{display:block;width:100%}
-table.stack thead{display:none}
-table.stack tr{border-bottom:1px solid var(--line)}
-table.stack td{border:0;padding:4px 12px;white-space:normal;text-align:left;overflow-wrap:anywhere}
-table.stack td{overflow-wrap:anywhere}
-td.clip{max-width:none;white-space:nowrap}
-table.stack td[data-label]::before{content:attr(data-label);display:block;font-size:11px;text-transform:uppercase;letter-spacing:.5px;color:var(--muted)}
+table,table tbody,table tr,table td{display:block;width:100%}
+table thead{display:none}
+table tr{border-bottom:1px solid var(--line)}
+table td,table td.num{border:0;padding:4px 12px;white-space:normal;text-align:left;overflow-wrap:anywhere}
+table td.clip{max-width:none;white-space:nowrap}
+table td[data-label]::before{content:attr(data-label);display:block;font-size:11px;text-transform:uppercase;letter-spacing:.5px;color:var(--muted)}
 form.inline{flex-wrap:wrap}
 .pager{flex-wrap:wrap;gap:8px}
 }
