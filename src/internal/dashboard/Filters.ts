@@ -44,7 +44,10 @@ const Time = (label: string) =>
       const ok = /^\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d{1,3})?)?(?:Z|[+-]\d{2}:\d{2})?)?$/.test(s)
       const iso = s.replace(" ", "T")
       const d = new Date(/(Z|[+-]\d{2}:\d{2})$/.test(iso) || !iso.includes("T") ? iso : `${iso}Z`)
-      return ok && !Number.isNaN(d.getTime())
+      // a day the month has (Date would roll 2026-02-30 over to March 2)
+      const [y, m, day] = s.slice(0, 10).split("-").map(Number) as [number, number, number]
+      const real = new Date(Date.UTC(y, m - 1, day)).getUTCDate() === day
+      return ok && real && !Number.isNaN(d.getTime())
         ? ParseResult.succeed(d)
         : ParseResult.fail(new ParseResult.Type(ast, s, `${label} must be a date like 2026-12-05 or 2026-12-05T10:30 (UTC), got "${s.slice(0, 40)}"`))
     },
