@@ -88,7 +88,7 @@ svg.chart .label{fill:#1d2433;font-size:13px}svg.chart .legend{fill:#1d2433;font
 tr.hot td{background:#fffaf0}
 .wrap{overflow-wrap:anywhere;word-break:break-word}
 td{overflow-wrap:anywhere}
-td.clip{max-width:22ch;overflow:hidden;text-overflow:ellipsis;white-space:nowrap}
+td.clip{max-width:37ch;overflow:hidden;text-overflow:ellipsis;white-space:nowrap}
 .titlebar{display:flex;justify-content:space-between;align-items:center;gap:12px;flex-wrap:wrap}
 .titlebar p{margin:0}
 .actions{display:flex;gap:8px;flex-wrap:wrap;margin:0 0 16px}
