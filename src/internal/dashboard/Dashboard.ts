@@ -197,15 +197,12 @@ export const router = (options: DashboardOptions = {}): HttpRouter.HttpRouter<ne
       return Either.right({ form, request, nonce: request.cookies[Csrf.cookieName]! })
     })
 
-  /** The query parameters as a record (repeated names kept as arrays, so that they can be refused). */
-  const queryOf = (params: Readonly<Record<string, string | ReadonlyArray<string>>>) => params
-
   const jobs = guarded(
     Effect.gen(function* () {
       const f = yield* frame
       const request = yield* HttpServerRequest.HttpServerRequest
       const params = yield* HttpServerRequest.ParsedSearchParams
-      const filters = Filters.parse(queryOf(params))
+      const filters = Filters.parse(params)
       if (Either.isLeft(filters)) return badRequest(f, filters.left)
       const rawPage = params.page
       if (rawPage !== undefined && (typeof rawPage !== "string" || !/^[1-9]\d{0,8}$/.test(rawPage))) {
@@ -307,7 +304,7 @@ export const router = (options: DashboardOptions = {}): HttpRouter.HttpRouter<ne
       }
       const action = params.action
       if (!Actions.isAction(action)) return badRequest(f, "Unknown action.")
-      const filters = Filters.parse(queryOf(params))
+      const filters = Filters.parse(params)
       if (Either.isLeft(filters)) return badRequest(f, filters.left)
       const found = yield* (yield* JobStore).list({ ...bulkFilter(filters.right, action), limit: 0, offset: 0 })
       const n = nonceOf(request)
