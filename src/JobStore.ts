@@ -24,6 +24,30 @@ export type Finalize = internal.Finalize
 export type FetchHint = internal.FetchHint
 
 /**
+ * Which jobs `list` shows: id, concurrency-key prefix, type, state(s), creation window.
+ *
+ * @since 0.3.0
+ * @category models
+ */
+export type JobFilter = internal.JobFilter
+
+/**
+ * An operator's write on jobs (`retry`, `delete`, `requeue`), as the dashboard's actions use it.
+ *
+ * @since 0.3.0
+ * @category models
+ */
+export type OperatorAction = internal.OperatorAction
+
+/**
+ * What `operate` did: rows changed and ids skipped.
+ *
+ * @since 0.3.0
+ * @category models
+ */
+export type OperateResult = internal.OperateResult
+
+/**
  * A page of jobs.
  *
  * @since 0.1.0

@@ -343,5 +343,112 @@ for (const [name, makeLayer] of stores) {
         expect(counts.Enqueued).toBe(4)
         expect(counts.Processing).toBe(1)
       }).pipe(Effect.provide(makeLayer())))
+
+    it.live("list filters by id, type, key prefix (wildcards are characters), state(s) and creation window", () =>
+      Effect.gen(function* () {
+        const store = yield* JobStore
+        const keyed = (key: string, over: Partial<NewJob> = {}) =>
+          newJob({ metadata: { policies: { concurrency: { source: "enqueue", value: { key, limit: 2, mode: "Wait" } } } }, ...over })
+        const a = keyed("payment-api", { type: "Charge" })
+        const b = keyed("payment-eu", { type: "Charge", state: "Scheduled", scheduleTime: new Date(Date.now() + 3_600_000) })
+        const c = keyed("pay%_x", { type: "Refund" })
+        const d = keyed("payXXx", { type: "Refund" })
+        const e = newJob({ type: "Plain" })
+        yield* submit([a, b, c, d, e])
+        const all = { limit: 100, offset: 0 }
+        const found = (filter: Parameters<typeof store.list>[0]) => Effect.map(store.list(filter), (p) => [...ids(p.rows)].sort())
+        const sorted = (...js: ReadonlyArray<NewJob>) => ids(js).sort()
+        expect(yield* found({ ...all, id: a.id })).toEqual([a.id])
+        expect(yield* found({ ...all, id: "no-such-id" })).toEqual([])
+        expect(yield* found({ ...all, type: "Charge" })).toEqual(sorted(a, b))
+        expect(yield* found({ ...all, keyPrefix: "payment-" })).toEqual(sorted(a, b))
+        expect(yield* found({ ...all, keyPrefix: "pay" })).toEqual(sorted(a, b, c, d))
+        // % and _ are plain characters: "pay%_" matches only the key that starts with them
+        expect(yield* found({ ...all, keyPrefix: "pay%_" })).toEqual(sorted(c))
+        expect(yield* found({ ...all, keyPrefix: "pay_" })).toEqual([])
+        expect(yield* found({ ...all, keyPrefix: "%" })).toEqual([])
+        expect(yield* found({ ...all, state: "Scheduled" })).toEqual(sorted(b))
+        expect(yield* found({ ...all, states: ["Scheduled", "Enqueued"], type: "Refund" })).toEqual(sorted(c, d))
+        expect(yield* found({ ...all, state: "Enqueued", states: ["Scheduled"] })).toEqual([])
+        expect(yield* found({ ...all, type: "Charge", keyPrefix: "payment-eu" })).toEqual(sorted(b))
+        // text no row can hold matches nothing (no StoreError)
+        expect(yield* found({ ...all, id: "a\u0000b" })).toEqual([])
+        expect(yield* found({ ...all, keyPrefix: "p\u0000" })).toEqual([])
+        // the creation window: [createdAfter, createdBefore)
+        const at = Option.getOrThrow(yield* store.get(c.id)).job.createdAt
+        const from = yield* found({ ...all, createdAfter: at })
+        const before = yield* found({ ...all, createdBefore: at })
+        expect(from).toContain(c.id)
+        expect(before).not.toContain(c.id)
+        expect([...from, ...before].sort()).toEqual(sorted(a, b, c, d, e))
+        expect(yield* found({ ...all, createdAfter: new Date(Date.now() + 3_600_000) })).toEqual([])
+        expect(yield* found({ ...all, createdBefore: new Date(Date.now() - 3_600_000) })).toEqual([])
+        // the total counts every match, not only the page
+        const page = yield* store.list({ keyPrefix: "pay", limit: 1, offset: 1 })
+        expect(page.total).toBe(4)
+        expect(page.rows.length).toBe(1)
+      }).pipe(Effect.provide(makeLayer())))
+
+    it.live("operate: retry, delete and requeue change only rows in an allowed state, each with its audit entry; Processing is never touched", () =>
+      Effect.gen(function* () {
+        const store = yield* JobStore
+        const failed = newJob()
+        const running = newJob()
+        yield* submit([failed])
+        const [claimed] = yield* store.fetch("w", 1, lease)
+        expect(claimed!.id).toBe(failed.id)
+        expect(yield* store.finalize({ job: claimed!, workerId: "w", outcome: Outcome.Failed({ error: "boom" }), metadata: claimed!.metadata })).toBe(true)
+        yield* submit([running])
+        const [held] = yield* store.fetch("w", 1, lease)
+        expect(held!.id).toBe(running.id)
+        const scheduled = newJob({ state: "Scheduled", scheduleTime: new Date(Date.now() + 3_600_000) })
+        const enqueued = newJob({ scheduleTime: new Date(Date.now() + 60_000) })
+        yield* submit([scheduled, enqueued])
+        const state = (id: string) => Effect.map(store.get(id), (d) => Option.getOrThrow(d).job)
+        const lastLog = (id: string) => Effect.map(store.get(id), (d) => Option.getOrThrow(d).logs.at(-1)!)
+
+        // no action touches the Processing row, whatever is asked
+        for (const action of ["retry", "delete", "requeue"] as const) {
+          expect(yield* store.operate(action, [running.id])).toEqual({ changed: 0, skipped: 1 })
+        }
+        const stillHeld = yield* state(running.id)
+        expect(stillHeld.state).toBe("Processing")
+        expect(stillHeld.lockedBy).toBe("w")
+        expect((yield* lastLog(running.id)).kind).toBe("Processing")
+
+        // retry: only Failed/Deleted; a Failed job is Enqueued and due now
+        expect(yield* store.operate("retry", [scheduled.id, enqueued.id])).toEqual({ changed: 0, skipped: 2 })
+        const t0 = Date.now()
+        expect(yield* store.operate("retry", [failed.id, failed.id, "no-such-id", "a\u0000b"])).toEqual({ changed: 1, skipped: 2 })
+        const retried = yield* state(failed.id)
+        expect(retried.state).toBe("Enqueued")
+        expect(retried.scheduleTime.getTime()).toBeGreaterThanOrEqual(t0 - 1000)
+        expect(retried.scheduleTime.getTime()).toBeLessThanOrEqual(Date.now() + 1000)
+        expect(yield* lastLog(failed.id)).toMatchObject({ kind: "Retried", message: "Retried by an operator" })
+        // ... and is claimable again
+        const [again] = yield* store.fetch("w2", 1, lease)
+        expect(again!.id).toBe(failed.id)
+        expect(yield* store.finalize({ job: again!, workerId: "w2", outcome: Outcome.Failed({ error: "boom" }), metadata: again!.metadata })).toBe(true)
+
+        // requeue: only Scheduled/Enqueued; due now
+        expect(yield* store.operate("requeue", [failed.id])).toEqual({ changed: 0, skipped: 1 })
+        expect(yield* store.operate("requeue", [scheduled.id, enqueued.id])).toEqual({ changed: 2, skipped: 0 })
+        for (const id of [scheduled.id, enqueued.id]) {
+          const j = yield* state(id)
+          expect(j.state).toBe("Enqueued")
+          expect(j.scheduleTime.getTime()).toBeLessThanOrEqual(Date.now() + 1000)
+          expect(yield* lastLog(id)).toMatchObject({ kind: "Requeued", message: "Requeued by an operator" })
+        }
+
+        // delete: pending or Failed; a Deleted job can be retried
+        expect(yield* store.operate("delete", [failed.id, scheduled.id, running.id])).toEqual({ changed: 2, skipped: 1 })
+        expect((yield* state(failed.id)).state).toBe("Deleted")
+        expect(yield* lastLog(scheduled.id)).toMatchObject({ kind: "Deleted", message: "Deleted by an operator" })
+        expect(yield* store.operate("delete", [failed.id])).toEqual({ changed: 0, skipped: 1 })
+        expect(yield* store.operate("retry", [scheduled.id])).toEqual({ changed: 1, skipped: 0 })
+        expect((yield* state(scheduled.id)).state).toBe("Enqueued")
+        expect(yield* store.operate("retry", [])).toEqual({ changed: 0, skipped: 0 })
+        expect((yield* state(running.id)).state).toBe("Processing")
+      }).pipe(Effect.provide(makeLayer())))
   })
 }

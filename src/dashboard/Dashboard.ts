@@ -7,7 +7,8 @@
 import * as internal from "../internal/dashboard/Dashboard.js"
 
 /**
- * Decides whether a request may change admin limits.
+ * Decides whether a request may write: change admin limits, and retry, delete or requeue jobs. A
+ * request it denies sees no write buttons, and its POSTs answer 403.
  *
  * @since 0.1.0
  * @category models

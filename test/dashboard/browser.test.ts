@@ -4,6 +4,9 @@
  * concurrency key; no concurrency page without the addon. Screenshots go to test/artifacts/ outside CI.
  */
 import * as Effect from "effect/Effect"
+import * as Fiber from "effect/Fiber"
+import { Worker } from "warp-effect"
+import * as JobId from "../../src/internal/job/JobId.js"
 import { existsSync, mkdirSync, mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
@@ -187,5 +190,101 @@ describe.skipIf(!available)("dashboard in a browser", () => {
     await expect(page.locator("h1").textContent()).resolves.toBe("Not found")
     await shot(page, "no-addon-404")
     await page.close()
+  })
+
+  /** Fails the test if the page scrolls sideways. */
+  const noHorizontalOverflow = async (page: Page, what: string) => {
+    const { scrollWidth, innerWidth } = await page.evaluate(() => {
+      const w = globalThis as any // the page's window
+      return { scrollWidth: w.document.documentElement.scrollWidth as number, innerWidth: w.innerWidth as number }
+    })
+    expect(scrollWidth, `${what}: page is ${scrollWidth}px wide in a ${innerWidth}px window`).toBeLessThanOrEqual(innerWidth)
+  }
+
+  it("fits 375 px and 1280 px windows without horizontal scrolling, with a 512-character key on the list and the job page", async () => {
+    const key = "k".repeat(512)
+    const id = JobId.make()
+    await app.run(
+      Effect.flatMap(F.JobStoreTag, (s) =>
+        s.insert([
+          {
+            id,
+            type: `LongType${"T".repeat(120)}`,
+            handler: null,
+            payload: { note: "x".repeat(400) },
+            state: "Scheduled",
+            scheduleTime: new Date(Date.now() + 86_400_000),
+            metadata: { policies: { concurrency: { source: "enqueue", value: { key, limit: 1, mode: "Wait" } } } }
+          }
+        ])
+      )
+    )
+    await app.run(Effect.flatMap(F.ConcurrencyLimitManager, (m) => m.addOrUpdateLimit(key, 1)))
+    for (const width of [375, 1280]) {
+      const page = await browser.newPage()
+      await page.setViewportSize({ width, height: 800 })
+      await page.goto(`${withAddon.url}/jobs`)
+      await noHorizontalOverflow(page, `jobs at ${width}`)
+      await shot(page, `jobs-${width}`)
+      await page.goto(`${withAddon.url}/jobs?key=${key}`)
+      await expect(page.getByRole("link", { name: id }).count()).resolves.toBe(1)
+      await noHorizontalOverflow(page, `filtered jobs at ${width}`)
+      await page.goto(`${withAddon.url}/jobs/${id}`)
+      await expect(page.getByTestId("concurrency-key").textContent()).resolves.toBe(key)
+      await noHorizontalOverflow(page, `job detail at ${width}`)
+      await shot(page, `job-detail-long-key-${width}`)
+      await page.goto(`${withAddon.url}/concurrency`)
+      await noHorizontalOverflow(page, `concurrency at ${width}`)
+      await shot(page, `concurrency-long-key-${width}`)
+      await page.close()
+    }
+    await app.run(Effect.flatMap(F.ConcurrencyLimitManager, (m) => m.removeLimit(key)))
+  })
+
+  it("lets an operator pause and resume auto-refresh (remembered across pages)", async () => {
+    const page = await browser.newPage()
+    await page.goto(`${withoutAddon.url}/jobs`)
+    const toggle = page.locator("#refresh")
+    // the script ran (allowed by its hash in the CSP) and showed the button
+    await expect(toggle.textContent()).resolves.toBe("Pause auto-refresh")
+    await toggle.click()
+    await expect(toggle.getAttribute("aria-pressed")).resolves.toBe("true")
+    await page.goto(`${withoutAddon.url}/jobs?state=Failed`)
+    await expect(page.locator("#refresh").textContent()).resolves.toBe("Resume auto-refresh")
+    await expect(page.locator("html").getAttribute("data-refresh")).resolves.toBe("paused")
+    await page.locator("#refresh").click()
+    await expect(page.locator("html").getAttribute("data-refresh")).resolves.toBe("on")
+    await page.close()
+  })
+
+  it("retries a Failed job through the page, after which a worker runs it again (the page refreshes itself)", async () => {
+    const failed = await bare.run(Effect.flatMap(F.JobStoreTag, (s) => s.list({ state: "Failed", limit: 10, offset: 0 })))
+    const id = failed.rows[0]!.id
+    const worker = await bare.run(
+      Effect.forkDaemon(Effect.scoped(Effect.zipRight(Worker.make({ concurrency: 2, pollInterval: "20 millis" }), Effect.never)))
+    )
+    try {
+      const page = await browser.newPage()
+      await page.goto(`${withoutAddon.url}/jobs?state=Failed`)
+      await page.getByRole("link", { name: id }).click()
+      await page.waitForURL(`${withoutAddon.url}/jobs/${id}`)
+      const claims = page.locator("table.stack tbody tr", { hasText: "claimed by" })
+      const before = await claims.count()
+      expect(before).toBeGreaterThan(0)
+      await expect(page.getByRole("button", { name: "Requeue now" }).count()).resolves.toBe(0)
+      await page.getByRole("button", { name: "Retry" }).click()
+      await expect(page.getByRole("status").textContent()).resolves.toBe("Retried 1 job.")
+      await expect(page.locator("tr", { hasText: "Retried by an operator" }).count()).resolves.toBe(1)
+      // the worker claims it again; the page shows the new attempt after an auto-refresh
+      await claims.nth(before).waitFor({ timeout: 30_000 })
+      const d = await bare.run(Effect.flatMap(F.JobStoreTag, (s) => s.get(id)))
+      const kinds = d._tag === "Some" ? d.value.logs.map((l) => l.kind) : []
+      expect(kinds.indexOf("Retried")).toBeGreaterThan(-1)
+      expect(kinds.slice(kinds.indexOf("Retried")).includes("Processing")).toBe(true)
+      await shot(page, "job-retried")
+      await page.close()
+    } finally {
+      await bare.run(Fiber.interrupt(worker))
+    }
   })
 })

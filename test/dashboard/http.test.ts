@@ -9,10 +9,13 @@ import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as ManagedRuntime from "effect/ManagedRuntime"
+import * as SqlClient from "@effect/sql/SqlClient"
+import { createHash } from "node:crypto"
 import { createServer } from "node:http"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import * as Csrf from "../../src/internal/dashboard/Csrf.js"
-import { StoreError } from "warp-effect"
+import { type NewJob, StoreError } from "warp-effect"
+import * as JobId from "../../src/internal/job/JobId.js"
 import * as F from "./fixture.js"
 import * as ReadmeExample from "../../examples/readme/dashboard.js"
 
@@ -62,6 +65,19 @@ const post = (base: string, fields: Record<string, string>, headers: Record<stri
   })
 
 const rows = () => app.run(F.limitRows)
+
+/** The flash cookie a write's redirect set, as a `cookie` header part. */
+const flashOf = (response: Response) => {
+  const value = /warp_flash=([^;]*)/.exec(response.headers.get("set-cookie") ?? "")?.[1]
+  expect(value, "the redirect sets a flash cookie").toBeTruthy()
+  return `warp_flash=${value}`
+}
+
+/** Follows a write's redirect with its flash cookie (on the admin server) and returns the notice shown. */
+const flashText = async (response: Response, cookie: string, headers: Record<string, string> = adminHeader) => {
+  const body = await (await get(`${admin.origin}${response.headers.get("location")}`, { ...headers, cookie: `${cookie}; ${flashOf(response)}` })).text()
+  return /<div class="notice" role="status">([^<]*)<\/div>/.exec(body)?.[1] ?? ""
+}
 const jobLinks = (body: string, prefix = "/warp") => [...body.matchAll(new RegExp(`href="${prefix}/jobs/([^"?]+)"`, "g"))].map((m) => m[1]!)
 
 describe("pages", () => {
@@ -132,11 +148,15 @@ describe("escaping", () => {
       "/concurrency",
       `/concurrency?saved=${encodeURIComponent(F.hostile)}&slots=${encodeURIComponent(F.hostile)}`,
       `/jobs/${encodeURIComponent(F.hostile)}`,
-      `/jobs?state=${encodeURIComponent(F.hostile)}`
+      `/jobs?state=${encodeURIComponent(F.hostile)}`,
+      `/jobs?key=${encodeURIComponent(F.hostile)}`,
+      `/jobs?type=${encodeURIComponent(F.hostile)}&id=${encodeURIComponent(F.hostile)}`,
+      `/bulk?action=retry&type=${encodeURIComponent(F.hostile)}`
     ]
     for (const path of pages) {
       const response = await get(`${admin.url}${path}`, adminHeader)
-      const body = await response.text()
+      // the one script element is the dashboard's own refresh script (by hash, see the CSP)
+      const body = (await response.text()).replace(/<script src="\/warp\/assets\/refresh\.js" integrity="sha256-[A-Za-z0-9+/=]+" defer><\/script>/, "")
       expect(body.toLowerCase(), path).not.toContain("<script")
       expect(body, path).toContain(F.hostileEscaped)
       expect(response.headers.get("content-security-policy"), path).toMatch(/default-src 'none'; style-src 'sha256-/)
@@ -189,9 +209,9 @@ describe("CSRF", () => {
 
     const ok = await post(admin.url, { ...fields, _csrf: a.token! }, { ...adminHeader, cookie: a.cookie })
     expect(ok.status).toBe(303)
-    expect(ok.headers.get("location")).toBe("/warp/concurrency?saved=csrf-probe&slots=7")
+    expect(ok.headers.get("location")).toBe("/warp/concurrency")
     expect(await rows()).toEqual([...before, { key: "csrf-probe", slots: 7 }].sort((x, y) => (x.key < y.key ? -1 : 1)))
-    const followed = await (await get(`${admin.origin}${ok.headers.get("location")}`, { ...adminHeader, cookie: a.cookie })).text()
+    const followed = await (await get(`${admin.origin}${ok.headers.get("location")}`, { ...adminHeader, cookie: `${a.cookie}; ${flashOf(ok)}` })).text()
     expect(followed).toContain("Saved: &#39;csrf-probe&#39; now runs with 7 slots")
     await app.run(Effect.flatMap(F.ConcurrencyLimitManager, (m) => m.removeLimit("csrf-probe")))
   })
@@ -244,10 +264,12 @@ describe("authorization", () => {
     expect(accepted.status).toBe(303)
     expect(await rows()).toContainEqual({ key: "hooked", slots: 4 })
     const deleted = await post(admin.url, { action: "delete", key: "hooked", _csrf: m.token }, { ...adminHeader, cookie: m.cookie })
-    expect(deleted.headers.get("location")).toBe("/warp/concurrency?deleted=hooked")
+    expect(deleted.headers.get("location")).toBe("/warp/concurrency")
+    expect(await flashText(deleted, m.cookie)).toContain("Deleted the override of &#39;hooked&#39;")
     expect(await rows()).not.toContainEqual({ key: "hooked", slots: 4 })
     const again = await post(admin.url, { action: "delete", key: "hooked", _csrf: m.token }, { ...adminHeader, cookie: m.cookie })
-    expect(again.headers.get("location")).toBe("/warp/concurrency?missing=hooked")
+    expect(again.headers.get("location")).toBe("/warp/concurrency")
+    expect(await flashText(again, m.cookie)).toContain("There was no override of &#39;hooked&#39;")
   })
 })
 
@@ -331,7 +353,7 @@ describe("mounted inside an existing Effect HTTP app (README example)", () => {
       expect(s.setCookie).toMatch(/Path=\/admin\/warp/)
       expect(s.body).toContain('action="/admin/warp/concurrency"')
       const saved = await post(`${origin}/admin/warp`, { action: "save", key: "mounted", slots: "6", _csrf: s.token! }, { ...operator, cookie: s.cookie })
-      expect(saved.headers.get("location")).toBe("/admin/warp/concurrency?saved=mounted&slots=6")
+      expect(saved.headers.get("location")).toBe("/admin/warp/concurrency")
       expect(await rows()).toContainEqual({ key: "mounted", slots: 6 })
       expect((await session(`${origin}/admin/warp`, {})).body).toContain("Writes are disabled.")
       await app.run(Effect.flatMap(F.ConcurrencyLimitManager, (m) => m.removeLimit("mounted")))
@@ -352,6 +374,7 @@ describe("store failures", () => {
       appendLog: () => down,
       get: () => down,
       list: () => down,
+      operate: () => down,
       countByState: down,
       counters: down,
       requestCancel: () => down,
@@ -375,5 +398,319 @@ describe("store failures", () => {
     } finally {
       await broken.close()
     }
+  })
+})
+
+// ---- operator actions, filters, flash, pager, bad input (issue 16) ------------------------------
+
+const probe = (type: string, over: Partial<NewJob> = {}): NewJob => ({
+  id: JobId.make(),
+  type,
+  handler: null,
+  payload: { probe: true },
+  state: "Enqueued",
+  scheduleTime: new Date(Date.now() + 3_600_000),
+  metadata: { policies: {} },
+  ...over
+})
+
+/** Inserts jobs of `type` and puts them in `state` (straight in the table, as a worker would have). */
+const jobsIn = async (type: string, n: number, state: string, over: Partial<NewJob> = {}) => {
+  const rows = Array.from({ length: n }, () => probe(type, over))
+  await app.run(Effect.flatMap(F.JobStoreTag, (s) => s.insert(rows)))
+  const ids = rows.map((r) => r.id)
+  await app.run(
+    Effect.flatMap(SqlClient.SqlClient, (sql) =>
+      state === "Processing"
+        ? sql`UPDATE warp_jobs SET state = 'Processing', attempt = 1, locked_by = 'probe-worker', lease_until = now() + interval '1 hour' WHERE id IN ${sql.in(ids)}`
+        : sql`UPDATE warp_jobs SET state = ${state} WHERE id IN ${sql.in(ids)}`
+    )
+  )
+  return ids
+}
+
+const detail = (id: string) => app.run(Effect.flatMap(F.JobStoreTag, (s) => s.get(id))).then((d) => (d._tag === "Some" ? d.value : undefined))
+
+/** Opens a job's page as a browser would: its cookie, its action forms' token and the page. */
+const jobSession = async (base: string, id: string, headers: Record<string, string> = adminHeader) => {
+  const response = await get(`${base}/jobs/${encodeURIComponent(id)}`, headers)
+  const nonce = /warp_csrf=([^;]+)/.exec(response.headers.get("set-cookie") ?? "")?.[1]
+  const body = await response.text()
+  return { cookie: `warp_csrf=${nonce}`, token: /name="_csrf" value="([^"]+)"/.exec(body)?.[1], body, status: response.status }
+}
+
+const postTo = (base: string, path: string, fields: Record<string, string>, headers: Record<string, string>) =>
+  fetch(`${base}${path}`, {
+    method: "POST",
+    redirect: "manual",
+    headers: { "content-type": "application/x-www-form-urlencoded", ...headers },
+    body: new URLSearchParams(fields)
+  })
+
+describe("actions on one job", () => {
+  it("shows the actions a job's state allows to a writer, none to a read-only viewer, and only Cancel on a running job", async () => {
+    const [failed] = await jobsIn("OpsOne", 1, "Failed")
+    const [waiting] = await jobsIn("OpsOne", 1, "Scheduled")
+    const [running] = await jobsIn("OpsOne", 1, "Processing")
+    const buttons = (body: string) => [...body.matchAll(/name="action" value="(\w+)"/g)].map((m) => m[1])
+    expect(buttons((await jobSession(admin.url, failed!)).body)).toEqual(["retry", "delete"])
+    expect(buttons((await jobSession(admin.url, waiting!)).body)).toEqual(["requeue", "delete"])
+    expect(buttons((await jobSession(admin.url, running!)).body)).toEqual(["cancel"])
+    expect((await jobSession(admin.url, failed!, {})).body).not.toContain("<form")
+    expect((await jobSession(readOnly.url, failed!, {})).body).not.toContain("<form")
+  })
+
+  it("retries a Failed job: Enqueued, due now, an audit entry, and a flash after the redirect", async () => {
+    const [id] = await jobsIn("OpsOne", 1, "Failed")
+    const s = await jobSession(admin.url, id!)
+    const before = Date.now()
+    const response = await postTo(admin.url, "/actions", { action: "retry", id: id!, _csrf: s.token! }, { ...adminHeader, cookie: s.cookie })
+    expect(response.status).toBe(303)
+    expect(response.headers.get("location")).toBe(`/warp/jobs/${id}`)
+    const d = (await detail(id!))!
+    expect(d.job.state).toBe("Enqueued")
+    expect(d.job.scheduleTime.getTime()).toBeGreaterThanOrEqual(before - 2000)
+    expect(d.job.scheduleTime.getTime()).toBeLessThanOrEqual(Date.now() + 2000)
+    expect(d.logs.at(-1)).toMatchObject({ kind: "Retried", message: "Retried by an operator" })
+    expect(await flashText(response, s.cookie)).toBe("Retried 1 job.")
+  })
+
+  it("deletes and requeues from the allowed states", async () => {
+    const [scheduled, failed] = [...(await jobsIn("OpsOne", 1, "Scheduled")), ...(await jobsIn("OpsOne", 1, "Failed"))]
+    const s = await jobSession(admin.url, scheduled!)
+    const headers = { ...adminHeader, cookie: s.cookie }
+    expect((await postTo(admin.url, "/actions", { action: "requeue", id: scheduled!, _csrf: s.token! }, headers)).status).toBe(303)
+    const requeued = (await detail(scheduled!))!
+    expect(requeued.job.state).toBe("Enqueued")
+    expect(requeued.job.scheduleTime.getTime()).toBeLessThanOrEqual(Date.now() + 2000)
+    expect(requeued.logs.at(-1)).toMatchObject({ kind: "Requeued", message: "Requeued by an operator" })
+    expect((await postTo(admin.url, "/actions", { action: "delete", id: failed!, _csrf: s.token! }, headers)).status).toBe(303)
+    expect((await detail(failed!))!.job.state).toBe("Deleted")
+    expect((await detail(failed!))!.logs.at(-1)).toMatchObject({ kind: "Deleted", message: "Deleted by an operator" })
+  })
+
+  it("refuses without a valid token, without authorization, in a wrong state, and on a running job: nothing is written", async () => {
+    const [failed] = await jobsIn("OpsOne", 1, "Failed")
+    const [enqueued] = await jobsIn("OpsOne", 1, "Enqueued")
+    const [running] = await jobsIn("OpsOne", 1, "Processing")
+    const s = await jobSession(admin.url, failed!)
+    const other = await jobSession(admin.url, failed!)
+    const snapshot = async () => Promise.all([failed!, enqueued!, running!].map(async (id) => JSON.stringify(await detail(id))))
+    const before = await snapshot()
+    const cases: ReadonlyArray<[string, string, Record<string, string>, Record<string, string>, number, RegExp]> = [
+      ["no token", admin.url, { action: "retry", id: failed! }, { ...adminHeader, cookie: s.cookie }, 403, /Form expired/],
+      ["another browser's token", admin.url, { action: "retry", id: failed!, _csrf: other.token! }, { ...adminHeader, cookie: s.cookie }, 403, /Form expired/],
+      ["not authorized", admin.url, { action: "retry", id: failed!, _csrf: s.token! }, { cookie: s.cookie }, 403, /Writes are disabled/],
+      ["read-only dashboard", readOnly.url, { action: "delete", id: failed!, _csrf: s.token! }, { cookie: s.cookie }, 403, /Writes are disabled/],
+      ["retry of an Enqueued job", admin.url, { action: "retry", id: enqueued!, _csrf: s.token! }, { ...adminHeader, cookie: s.cookie }, 409, /The job is Enqueued/],
+      ["requeue of a Failed job", admin.url, { action: "requeue", id: failed!, _csrf: s.token! }, { ...adminHeader, cookie: s.cookie }, 409, /The job is Failed/],
+      ...(["retry", "delete", "requeue"] as const).map((action): [string, string, Record<string, string>, Record<string, string>, number, RegExp] => [
+        `${action} of a running job`, admin.url, { action, id: running!, _csrf: s.token! }, { ...adminHeader, cookie: s.cookie }, 409, /The job is Processing/
+      ]),
+      ["unknown action", admin.url, { action: "explode", id: failed!, _csrf: s.token! }, { ...adminHeader, cookie: s.cookie }, 400, /Unknown action/],
+      ["cancel of an ended job", admin.url, { action: "cancel", id: failed!, _csrf: s.token! }, { ...adminHeader, cookie: s.cookie }, 409, /already ended/],
+      ["cancel without authorization", admin.url, { action: "cancel", id: running!, _csrf: s.token! }, { cookie: s.cookie }, 403, /Writes are disabled/],
+      ["cancel with a NUL in the reason", admin.url, { action: "cancel", id: running!, reason: "a\u0000b", _csrf: s.token! }, { ...adminHeader, cookie: s.cookie }, 400, /reason/],
+      ["unknown job", admin.url, { action: "retry", id: "no-such-job", _csrf: s.token! }, { ...adminHeader, cookie: s.cookie }, 404, /No job/],
+      ["id with NUL", admin.url, { action: "retry", id: "a\u0000b", _csrf: s.token! }, { ...adminHeader, cookie: s.cookie }, 404, /No job/],
+      ["over-long id", admin.url, { action: "retry", id: "x".repeat(5000), _csrf: s.token! }, { ...adminHeader, cookie: s.cookie }, 404, /No job/]
+    ]
+    for (const [name, base, fields, headers, status, text] of cases) {
+      const response = await postTo(base, "/actions", fields, headers)
+      expect(response.status, name).toBe(status)
+      expect(await response.text(), name).toMatch(text)
+    }
+    expect(await snapshot()).toEqual(before)
+  })
+})
+
+describe("bulk actions", () => {
+  it("confirms with the count before writing, then applies to every match and says how many changed", async () => {
+    const failed = await jobsIn("OpsBulk", 7, "Failed")
+    const enqueued = await jobsIn("OpsBulk", 2, "Enqueued")
+    await jobsIn("OpsBulk", 1, "Processing")
+    const list = await (await get(`${admin.url}/jobs?type=OpsBulk`, adminHeader)).text()
+    expect(list).toContain('href="/warp/bulk?type=OpsBulk&amp;action=retry"')
+    expect(await (await get(`${admin.url}/jobs?type=OpsBulk`)).text()).not.toContain("/warp/bulk")
+
+    const confirm = await get(`${admin.url}/bulk?type=OpsBulk&action=retry`, adminHeader)
+    expect(confirm.status).toBe(200)
+    const body = await confirm.text()
+    expect(body).toContain("<h1>Retry 7 jobs?</h1>")
+    expect(body).toContain('<input type="hidden" name="type" value="OpsBulk">')
+    for (const id of failed) expect((await detail(id))!.job.state).toBe("Failed") // nothing written yet
+    const cookie = `warp_csrf=${/warp_csrf=([^;]+)/.exec(confirm.headers.get("set-cookie") ?? "")?.[1]}`
+    const token = /name="_csrf" value="([^"]+)"/.exec(body)![1]!
+
+    // read-only: no confirmation, no write
+    expect((await get(`${readOnly.url}/bulk?type=OpsBulk&action=retry`)).status).toBe(403)
+    expect((await postTo(readOnly.url, "/bulk", { action: "retry", type: "OpsBulk", _csrf: token }, { cookie })).status).toBe(403)
+    expect((await postTo(admin.url, "/bulk", { action: "retry", type: "OpsBulk" }, { ...adminHeader, cookie })).status).toBe(403)
+    expect((await postTo(admin.url, "/bulk", { action: "retry", type: "OpsBulk", after: "yesterday", _csrf: token }, { ...adminHeader, cookie })).status).toBe(400)
+    for (const id of failed) expect((await detail(id))!.job.state).toBe("Failed")
+
+    const applied = await postTo(admin.url, "/bulk", { action: "retry", type: "OpsBulk", _csrf: token }, { ...adminHeader, cookie })
+    expect(applied.status).toBe(303)
+    expect(applied.headers.get("location")).toBe("/warp/jobs?type=OpsBulk")
+    expect(await flashText(applied, cookie)).toBe("Retried 7 jobs.")
+    for (const id of failed) {
+      const d = (await detail(id))!
+      expect(d.job.state).toBe("Enqueued")
+      expect(d.logs.at(-1)!.message).toBe("Retried by an operator")
+    }
+    // requeue the 9 pending, delete them, and nothing left to retry: the Processing row stays
+    expect(await (await get(`${admin.url}/bulk?type=OpsBulk&action=requeue`, adminHeader)).text()).toContain("<h1>Requeue now 9 jobs?</h1>")
+    const deleted = await postTo(admin.url, "/bulk", { action: "delete", type: "OpsBulk", _csrf: token }, { ...adminHeader, cookie })
+    expect(await flashText(deleted, cookie)).toBe("Deleted 9 jobs.")
+    for (const id of enqueued) expect((await detail(id))!.job.state).toBe("Deleted")
+    const nothing = await (await get(`${admin.url}/bulk?type=OpsBulk&state=Processing&action=delete`, adminHeader)).text()
+    expect(nothing).toContain("Nothing to delete")
+    expect(nothing).not.toContain('action="/warp/bulk"')
+    const counts = await app.run(Effect.flatMap(F.JobStoreTag, (s) => s.list({ type: "OpsBulk", state: "Processing", limit: 10, offset: 0 })))
+    expect(counts.total).toBe(1)
+  })
+
+  it("applies to at most the stated number of jobs per request, and says how many remain", async () => {
+    await jobsIn("OpsMany", 103, "Failed")
+    const confirm = await get(`${admin.url}/bulk?type=OpsMany&action=delete`, adminHeader)
+    const body = await confirm.text()
+    expect(body).toContain("<h1>Delete 100 jobs?</h1>")
+    expect(body).toContain("103 jobs match")
+    const cookie = `warp_csrf=${/warp_csrf=([^;]+)/.exec(confirm.headers.get("set-cookie") ?? "")?.[1]}`
+    const token = /name="_csrf" value="([^"]+)"/.exec(body)![1]!
+    const applied = await postTo(admin.url, "/bulk", { action: "delete", type: "OpsMany", _csrf: token }, { ...adminHeader, cookie })
+    expect(await flashText(applied, cookie)).toBe("Deleted 100 jobs. 3 more match: repeat to continue (at most 100 a time).")
+    const left = await app.run(Effect.flatMap(F.JobStoreTag, (s) => s.list({ type: "OpsMany", state: "Failed", limit: 10, offset: 0 })))
+    expect(left.total).toBe(3)
+  })
+})
+
+describe("search and filters", () => {
+  it("filters by id, key prefix, type, state and creation window; the URL carries them and the pager keeps them", async () => {
+    const keyed = (key: string) => ({ metadata: { policies: { concurrency: { source: "enqueue", value: { key, limit: 1, mode: "Wait" } } } } })
+    const a = await jobsIn("OpsFilter", 6, "Enqueued", keyed("tenant-7:reports"))
+    const b = await jobsIn("OpsFilter", 1, "Enqueued", keyed("tenant-%_"))
+    const ids = async (query: string) => jobLinks(await (await get(`${admin.url}/jobs?${query}`)).text())
+    expect(await ids(`id=${a[0]}`)).toEqual([a[0]])
+    expect(await ids(`key=tenant-7`)).toEqual(expect.arrayContaining(a.slice(1).reverse().slice(0, 5)))
+    expect((await ids(`key=tenant-7&type=OpsFilter`)).length).toBe(5)
+    expect(await ids(`key=${encodeURIComponent("tenant-%_")}`)).toEqual(b)
+    expect(await ids(`key=${encodeURIComponent("tenant-_")}`)).toEqual([])
+    expect(await ids(`type=OpsFilter&state=Failed`)).toEqual([])
+    expect(await ids(`type=OpsFilter&after=2000-01-01&before=2000-01-02`)).toEqual([])
+    expect((await ids(`type=OpsFilter&after=2000-01-01T00:00`)).length).toBe(5)
+
+    const first = await (await get(`${admin.url}/jobs?type=OpsFilter&key=tenant-`)).text()
+    expect(first).toContain("1–5 of 7 · page 1 of 2")
+    expect(first).toContain('href="/warp/jobs?key=tenant-&amp;type=OpsFilter&amp;page=2" rel="next"')
+    expect(first).toContain('name="type" maxlength="512" value="OpsFilter"')
+    expect(first).toContain('href="/warp/jobs?key=tenant-&amp;type=OpsFilter&amp;state=Enqueued"') // the tabs keep the filters
+    const second = await (await get(`${admin.url}/jobs?key=tenant-&type=OpsFilter&page=2`)).text()
+    expect(second).toContain("6–7 of 7 · page 2 of 2")
+    expect([...jobLinks(first), ...jobLinks(second)].sort()).toEqual([...a, ...b].sort())
+  })
+
+  it("answers 400 with a clear message for a bad filter or page, never 500", async () => {
+    const cases: ReadonlyArray<[string, RegExp]> = [
+      ["state=Nope", /There is no job state called &quot;Nope&quot;/],
+      ["after=yesterday", /Created after must be a date like 2026-12-05/],
+      ["before=2026-13-45", /Created before must be a date/],
+      ["id=a%00b", /Id must not contain a NUL character/],
+      ["type=a%00b", /Type must not contain a NUL character/],
+      [`key=${"k".repeat(600)}`, /Key must be at most 512 characters \(got 600\)/],
+      ["page=abc", /The page must be a whole number from 1/],
+      ["page=0", /The page must be a whole number from 1/],
+      ["page=-1", /The page must be a whole number from 1/],
+      ["page=99999999999", /The page must be a whole number from 1/],
+      ["type=a&type=b", /given more than once/]
+    ]
+    for (const [query, text] of cases) {
+      const response = await get(`${admin.url}/jobs?${query}`)
+      expect(response.status, query).toBe(400)
+      expect(await response.text(), query).toMatch(text)
+    }
+  })
+})
+
+describe("pager, pluralization, flash", () => {
+  it("says something true beyond the last page, with a link to the last page", async () => {
+    const body = await (await get(`${admin.url}/jobs?type=ChargeCard&page=999`)).text()
+    expect(body).toContain("page 999 of 3 — no jobs on this page")
+    expect(body).toContain('<a href="/warp/jobs?type=ChargeCard&amp;page=3">Go to page 3</a>')
+    expect(body).not.toContain("of 11 · page 999")
+    expect(await (await get(`${admin.url}/jobs?type=NoSuchType`)).text()).toContain("No jobs match these filters.")
+  })
+
+  it("writes 1 slot and N slots", async () => {
+    const s = await session(admin.url)
+    const saved = await post(admin.url, { action: "save", key: "payment-api", slots: "1", _csrf: s.token! }, { ...adminHeader, cookie: s.cookie })
+    expect(await flashText(saved, s.cookie)).toBe("Saved: &#39;payment-api&#39; now runs with 1 slot from the next pickup.")
+    expect(await (await get(`${admin.url}/jobs/${app.seeded.charge}`)).text()).toContain("Admin override: 1 slot</strong>")
+    const again = await post(admin.url, { action: "save", key: "payment-api", slots: "2", _csrf: s.token! }, { ...adminHeader, cookie: s.cookie })
+    expect(await flashText(again, s.cookie)).toBe("Saved: &#39;payment-api&#39; now runs with 2 slots from the next pickup.")
+    expect(await (await get(`${admin.url}/jobs/${app.seeded.charge}`)).text()).toContain("Admin override: 2 slots</strong>")
+    await app.run(Effect.flatMap(F.ConcurrencyLimitManager, (m) => m.removeLimit("payment-api")))
+  })
+
+  it("shows a notice only after a real write: URL parameters and forged or foreign cookies show nothing; a flash is shown once", async () => {
+    const s = await session(admin.url)
+    const notice = (body: string) => /role="status"/.test(body)
+    for (const path of ["/concurrency?saved=x&slots=3", "/concurrency?deleted=x", "/concurrency?missing=x", "/jobs?saved=x"]) {
+      expect(notice(await (await get(`${admin.url}${path}`, { ...adminHeader, cookie: s.cookie })).text()), path).toBe(false)
+    }
+    const forged = `${Buffer.from("Saved: 'x' now runs with 3 slots").toString("base64url")}.AAAA`
+    expect(notice(await (await get(`${admin.url}/concurrency`, { ...adminHeader, cookie: `${s.cookie}; warp_flash=${forged}` })).text())).toBe(false)
+    // signed with another secret, or for another browser's nonce: ignored
+    const other = Csrf.make({ secret: "another-secret" }).seal(s.nonce!, "forged")
+    expect(notice(await (await get(`${admin.url}/concurrency`, { ...adminHeader, cookie: `${s.cookie}; warp_flash=${other}` })).text())).toBe(false)
+    const b = await session(admin.url)
+    const saved = await post(admin.url, { action: "save", key: "flash-probe", slots: "3", _csrf: s.token! }, { ...adminHeader, cookie: s.cookie })
+    const flash = flashOf(saved)
+    expect(saved.headers.get("set-cookie")).toMatch(/warp_flash=[^;]+; Max-Age=60; Path=\/warp; HttpOnly; SameSite=Strict/i)
+    expect(notice(await (await get(`${admin.url}/concurrency`, { ...adminHeader, cookie: `${b.cookie}; ${flash}` })).text())).toBe(false)
+    const shown = await get(`${admin.url}/concurrency`, { ...adminHeader, cookie: `${s.cookie}; ${flash}` })
+    expect(await shown.text()).toContain("Saved: &#39;flash-probe&#39; now runs with 3 slots")
+    expect(shown.headers.get("set-cookie")).toMatch(/warp_flash=; .*Max-Age=0/i)
+    await app.run(Effect.flatMap(F.ConcurrencyLimitManager, (m) => m.removeLimit("flash-probe")))
+  })
+})
+
+describe("bad input", () => {
+  it("answers 404 for a job id no row can have, and 400 for deleting a limit with an over-long key, writing nothing", async () => {
+    for (const path of ["/jobs/a%00b", `/jobs/${"x".repeat(5000)}`, "/jobs/%ED%A0%80"]) {
+      const response = await get(`${admin.url}${path}`)
+      expect(response.status, path.slice(0, 40)).toBe(404)
+      expect(await response.text()).toContain("Not found")
+    }
+    await app.run(Effect.flatMap(F.ConcurrencyLimitManager, (m) => m.addOrUpdateLimit("kept", 2)))
+    const s = await session(admin.url)
+    const before = await rows()
+    const long = await post(admin.url, { action: "delete", key: "k".repeat(600), _csrf: s.token! }, { ...adminHeader, cookie: s.cookie })
+    expect(long.status).toBe(400)
+    expect(await long.text()).toMatch(/Key must be at most 512 characters \(got 600\)/)
+    const nul = await post(admin.url, { action: "delete", key: "a\u0000b", _csrf: s.token! }, { ...adminHeader, cookie: s.cookie })
+    expect(nul.status).toBe(400)
+    expect(await rows()).toEqual(before)
+    await app.run(Effect.flatMap(F.ConcurrencyLimitManager, (m) => m.removeLimit("kept")))
+  })
+})
+
+describe("refresh, relative times, durations", () => {
+  it("serves the refresh script whose hash the CSP allows, and shows relative times with the absolute time on hover", async () => {
+    const response = await get(`${admin.url}/jobs`)
+    const csp = response.headers.get("content-security-policy")!
+    const body = await response.text()
+    const script = await get(`${admin.url}/assets/refresh.js`)
+    expect(script.status).toBe(200)
+    expect(script.headers.get("content-type")).toMatch(/javascript/)
+    const hash = createHash("sha256").update(await script.text()).digest("base64")
+    expect(csp).toContain(`script-src 'sha256-${hash}'`)
+    expect(body).toContain(`integrity="sha256-${hash}"`)
+    expect(body).toContain('id="refresh"')
+    expect(body).toMatch(/<time datetime="[^"]+" title="\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2} UTC">(just now|\d+ (s|min|h|d) ago|in \d+ (s|min|h|d))<\/time>/)
+    const job = await (await get(`${admin.url}/jobs/${app.seeded.charge}`)).text()
+    expect(job).toMatch(/data-testid="queued">\d+ (ms|s|min)/)
+    expect(job).toMatch(/data-testid="running">\d+ (ms|s)/)
+    expect(job).toMatch(/data-testid="total">\d+ (ms|s|min)/)
   })
 })

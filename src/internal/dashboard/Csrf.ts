@@ -14,6 +14,9 @@ import { createHmac, randomBytes, timingSafeEqual } from "node:crypto"
 /** The cookie holding the nonce. */
 export const cookieName = "warp_csrf"
 
+/** The cookie holding a signed flash message, set by a write's redirect and cleared when shown. */
+export const flashCookieName = "warp_flash"
+
 /** The hidden form field holding the token. */
 export const fieldName = "_csrf"
 
@@ -25,6 +28,10 @@ export interface Csrf {
   readonly token: (nonce: string) => string
   /** Whether `token` was issued for `nonce` by this secret and has not expired. */
   readonly verify: (nonce: string | undefined, token: string | undefined) => boolean
+  /** `text` signed for `nonce` (a flash message): `base64url(text).signature`. */
+  readonly seal: (nonce: string, text: string) => string
+  /** The text of a value {@link Csrf.seal} made for `nonce` under this secret, if it is one. */
+  readonly open: (nonce: string | undefined, sealed: string | undefined) => string | undefined
 }
 
 /** Options of {@link make}. */
@@ -65,6 +72,19 @@ export const make = (options: CsrfOptions = {}): Csrf => {
       const given = Buffer.from(token.slice(dot + 1), "base64url")
       const expected = sign(secret, nonce, issuedAt)
       return given.length === expected.length && timingSafeEqual(given, expected)
+    },
+    seal: (nonce, text) => {
+      const body = Buffer.from(text, "utf8").toString("base64url")
+      return `${body}.${sign(secret, `flash:${nonce}`, body).toString("base64url")}`
+    },
+    open: (nonce, sealed) => {
+      if (nonce === undefined || nonce === "" || sealed === undefined) return undefined
+      const dot = sealed.indexOf(".")
+      if (dot <= 0) return undefined
+      const body = sealed.slice(0, dot)
+      const given = Buffer.from(sealed.slice(dot + 1), "base64url")
+      const expected = sign(secret, `flash:${nonce}`, body)
+      return given.length === expected.length && timingSafeEqual(given, expected) ? Buffer.from(body, "base64url").toString("utf8") : undefined
     }
   }
 }

@@ -8,6 +8,10 @@
  * concurrency page looks the `ConcurrencyLimitManager` up per request (`Effect.serviceOption`) and
  * answers 404 without it.
  *
+ * Operators the `authorize` hook allows can retry, delete and requeue jobs, one from its page or every
+ * job a filter matches (after a confirmation with the count); the jobs list filters by id, key prefix,
+ * type, state and creation window, all carried in the URL.
+ *
  * Writes are denied unless the app's `authorize` hook allows the request; forms carry a CSRF token
  * (HMAC of a per-browser cookie nonce under a per-process secret); every value on a page is
  * HTML-escaped.
@@ -30,16 +34,19 @@ import { createHash } from "node:crypto"
 import { createServer } from "node:http"
 import { ConcurrencyLimitManager, type ConcurrencyLimitManagerService } from "../concurrency/ConcurrencyLimitManager.js"
 import * as JobMetadata from "../policy/JobMetadata.js"
-import { JobState } from "../job/JobState.js"
-import { JobStore } from "../store/JobStore.js"
+import { isStorableId, JobStore, operatorFrom } from "../store/JobStore.js"
 import * as Csrf from "./Csrf.js"
 import type { Html } from "./Html.js"
 import * as LimitForm from "./LimitForm.js"
 import { importPeer, type MissingPeerDependency } from "../MissingPeer.js"
+import * as Actions from "./Actions.js"
+import * as Filters from "./Filters.js"
+import * as JobsPage from "./JobsPage.js"
 import * as Pages from "./Pages.js"
+import * as Refresh from "./Refresh.js"
 import * as WorkersPage from "./WorkersPage.js"
 
-/** Decides whether a request may change admin limits. */
+/** Decides whether a request may write: change admin limits, retry, delete or requeue jobs. */
 export type Authorize = (request: HttpServerRequest.HttpServerRequest) => Effect.Effect<boolean>
 
 /** Denies every write: the default. The concurrency page says writes are disabled. */
@@ -52,7 +59,7 @@ export const allowWrites: Authorize = () => Effect.succeed(true)
 export interface DashboardOptions {
   /** The public path of the dashboard, e.g. "/warp" (the default) or "/admin/jobs"; "" serves it at the root. */
   readonly prefix?: string | undefined
-  /** Who may create, edit and delete admin limits (default {@link readOnly}). */
+  /** Who may write: create, edit and delete admin limits; retry, delete and requeue jobs (default {@link readOnly}). */
   readonly authorize?: Authorize | undefined
   /** Jobs per page on the list (default 25). */
   readonly pageSize?: number | undefined
@@ -87,7 +94,7 @@ const styleHash = createHash("sha256").update(Pages.css).digest("base64")
 
 /** Headers of every dashboard page. */
 const securityHeaders = {
-  "content-security-policy": `default-src 'none'; style-src 'sha256-${styleHash}'; img-src 'self' data:; form-action 'self'; frame-ancestors 'none'; base-uri 'none'`,
+  "content-security-policy": `default-src 'none'; style-src 'sha256-${styleHash}'; script-src 'sha256-${Refresh.hash}'; img-src 'self' data:; form-action 'self'; frame-ancestors 'none'; base-uri 'none'`,
   "x-content-type-options": "nosniff",
   "x-frame-options": "DENY",
   "referrer-policy": "same-origin",
@@ -142,35 +149,228 @@ export const router = (options: DashboardOptions = {}): HttpRouter.HttpRouter<ne
       ? HttpServerResponse.unsafeSetCookie(response, Csrf.cookieName, n.nonce, { httpOnly: true, sameSite: "strict", path: cookiePath })
       : response
 
+  /** The flash message of this browser (signed for its nonce), and the response that clears it. */
+  const flashOf = (request: HttpServerRequest.HttpServerRequest) => {
+    const sealed = request.cookies[Csrf.flashCookieName]
+    const text = csrf.open(request.cookies[Csrf.cookieName], sealed)
+    const clear = (response: HttpServerResponse.HttpServerResponse) =>
+      sealed === undefined
+        ? response
+        : HttpServerResponse.unsafeSetCookie(response, Csrf.flashCookieName, "", { httpOnly: true, sameSite: "strict", path: cookiePath, maxAge: 0 })
+    return { text: text !== undefined && text.length <= 2000 ? text : undefined, clear }
+  }
+
+  /** A 303 after a write, carrying a flash message signed for this browser's nonce. */
+  const seeOtherWithFlash = (location: string, nonce: string, text: string) =>
+    HttpServerResponse.unsafeSetCookie(seeOther(location), Csrf.flashCookieName, csrf.seal(nonce, text), {
+      httpOnly: true,
+      sameSite: "strict",
+      path: cookiePath,
+      maxAge: "60 seconds"
+    })
+
+  const badRequest = (f: Pages.Frame, text: string) => page(Pages.message(f, "Bad request", text), 400)
+
+  /**
+   * Reads a POSTed form: size limit, CSRF token for this browser's cookie, then the app's
+   * `authorize` hook. Left: the refusal to answer (nothing is written).
+   */
+  const readForm = (f: Pages.Frame) =>
+    Effect.gen(function* () {
+      const request = yield* HttpServerRequest.HttpServerRequest
+      if (Number(request.headers["content-length"] ?? 0) > maxFormBytes) {
+        return Either.left(page(Pages.message(f, "Form too large", "The form is larger than any valid input; nothing was changed."), 413))
+      }
+      const body = yield* request.urlParamsBody.pipe(HttpIncomingMessage.withMaxBodySize(Option.some(maxFormBytes)), Effect.either)
+      if (Either.isLeft(body)) return Either.left(badRequest(f, "The form could not be read."))
+      const form = body.right
+      if (!csrf.verify(request.cookies[Csrf.cookieName], first(form, Csrf.fieldName))) {
+        return Either.left(
+          page(
+            Pages.message(f, "Form expired", "The form has expired or did not come from this dashboard, so nothing was changed. Reload the page and try again."),
+            403
+          )
+        )
+      }
+      if (!(yield* authorize(request))) {
+        return Either.left(page(Pages.message(f, "Writes are disabled", "This dashboard is read-only for this request; nothing was changed."), 403))
+      }
+      return Either.right({ form, request, nonce: request.cookies[Csrf.cookieName]! })
+    })
+
   const jobs = guarded(
     Effect.gen(function* () {
       const f = yield* frame
+      const request = yield* HttpServerRequest.HttpServerRequest
       const params = yield* HttpServerRequest.ParsedSearchParams
-      const rawState = typeof params.state === "string" && params.state !== "" ? params.state : undefined
-      if (rawState !== undefined && !JobState.literals.includes(rawState as JobState)) {
-        return page(Pages.message(f, "Unknown state", `There is no job state called "${rawState}". States: ${JobState.literals.join(", ")}.`), 400)
+      const filters = Filters.parse(params)
+      if (Either.isLeft(filters)) return badRequest(f, filters.left)
+      const rawPage = params.page
+      if (rawPage !== undefined && (typeof rawPage !== "string" || !/^[1-9]\d{0,8}$/.test(rawPage))) {
+        return badRequest(f, `The page must be a whole number from 1 (got "${String(rawPage).slice(0, 40)}").`)
       }
-      const state = rawState as JobState | undefined
-      const rawPage = typeof params.page === "string" ? params.page : "1"
-      const n = /^\d{1,9}$/.test(rawPage) ? Math.max(1, Number(rawPage)) : 1
+      const n = rawPage === undefined ? 1 : Number(rawPage)
       const store = yield* JobStore
-      const [list, counts] = yield* Effect.all([store.list({ state, limit: pageSize, offset: (n - 1) * pageSize }), store.countByState])
-      return page(Pages.jobsPage(f, { state, page: n, pageSize, rows: list.rows, total: list.total, counts }))
+      const [list, counts, writable] = yield* Effect.all([
+        store.list({ ...Filters.toStore(filters.right), limit: pageSize, offset: (n - 1) * pageSize }),
+        store.countByState,
+        authorize(request)
+      ])
+      const flash = flashOf(request)
+      return flash.clear(
+        page(
+          JobsPage.render(f, {
+            filters: filters.right,
+            page: n,
+            pageSize,
+            rows: list.rows,
+            total: list.total,
+            counts,
+            now: new Date(),
+            writable,
+            flash: flash.text
+          })
+        )
+      )
     })
   )
 
   const job = guarded(
     Effect.gen(function* () {
       const f = yield* frame
+      const request = yield* HttpServerRequest.HttpServerRequest
       const { id } = yield* HttpRouter.params
-      const detail = yield* (yield* JobStore).get(id ?? "")
+      // an id no row can have (a NUL, an unpaired surrogate, longer than any id) is not found
+      if (id === undefined || !isStorableId(id) || id.length > Filters.MAX_FIELD_LENGTH) return yield* notFound("No job with id like this: it cannot be the id of any job.")
+      const detail = yield* (yield* JobStore).get(id)
       if (Option.isNone(detail)) return yield* notFound(`No job with id "${id}".`)
       const meta = JobMetadata.decode(detail.value.job.metadata)
       const key = meta._tag === "Right" ? meta.right.policies.concurrency?.value.key : undefined
       const override =
         key !== undefined && Option.isSome(f.manager) ? Option.getOrUndefined(yield* f.manager.value.get(key)) : undefined
-      return page(Pages.jobPage(f, { detail: detail.value, override }))
+      const n = nonceOf(request)
+      const writable = yield* authorize(request)
+      const flash = flashOf(request)
+      const actions = writable ? Actions.jobButtons(f, detail.value.job, csrf.token(n.nonce), Csrf.fieldName) : undefined
+      return withNonceCookie(flash.clear(page(Pages.jobPage(f, { detail: detail.value, override, now: new Date(), actions, flash: flash.text }))), n)
     })
+  )
+
+  /** POST /actions, action=cancel: asks to cancel one job (a running one is interrupted by its worker). */
+  const cancelPost = (f: Pages.Frame, form: UrlParams.UrlParams, nonce: string) =>
+    Effect.gen(function* () {
+      const id = first(form, "id")
+      const reason = (first(form, "reason") ?? "").trim()
+      if (id === undefined || id === "" || !isStorableId(id) || id.length > Filters.MAX_FIELD_LENGTH) {
+        return yield* notFound("No job with this id; nothing was changed.")
+      }
+      if (reason.length > Actions.MAX_REASON_LENGTH || !isStorableId(reason)) {
+        return badRequest(f, `The reason must be text of at most ${Actions.MAX_REASON_LENGTH} characters; nothing was changed.`)
+      }
+      const result = yield* (yield* JobStore).requestCancel(id, reason)
+      switch (result) {
+        case "NotFound":
+          return yield* notFound(`No job with id "${id}"; nothing was changed.`)
+        case "Finished":
+          return page(Pages.message(f, "Not possible in this state", "The job has already ended; nothing was changed."), 409)
+        default:
+          return seeOtherWithFlash(`${prefix}/jobs/${encodeURIComponent(id)}`, nonce, Actions.cancelSummary(result))
+      }
+    })
+
+  /** POST /actions: retry, delete, requeue or cancel one job. */
+  const actionPost = guarded(
+    Effect.gen(function* () {
+      const f = yield* frame
+      const read = yield* readForm(f)
+      if (Either.isLeft(read)) return read.left
+      const { form, nonce } = read.right
+      const action = first(form, "action")
+      if (action === "cancel") return yield* cancelPost(f, form, nonce)
+      const id = first(form, "id")
+      if (!Actions.isAction(action)) return badRequest(f, "Unknown action: nothing was changed.")
+      if (id === undefined || id === "" || !isStorableId(id) || id.length > Filters.MAX_FIELD_LENGTH) {
+        return yield* notFound("No job with this id; nothing was changed.")
+      }
+      const store = yield* JobStore
+      const detail = yield* store.get(id)
+      if (Option.isNone(detail)) return yield* notFound(`No job with id "${id}"; nothing was changed.`)
+      const result = yield* store.operate(action, [id])
+      if (result.changed === 0) {
+        const state = Option.getOrUndefined(yield* store.get(id))?.job.state ?? detail.value.job.state
+        return page(
+          Pages.message(
+            f,
+            "Not possible in this state",
+            `The job is ${state}; ${Actions.label[action].toLowerCase()} applies to ${operatorFrom[action].join(", ")} jobs. Nothing was changed.`
+          ),
+          409
+        )
+      }
+      return seeOtherWithFlash(`${prefix}/jobs/${encodeURIComponent(id)}`, nonce, Actions.summary(action, result.changed, result.skipped))
+    })
+  )
+
+  /** The jobs a bulk action would change: the filter's matches in a state the action applies to. */
+  const bulkFilter = (filters: Filters.Filters, action: "retry" | "delete" | "requeue") => ({
+    ...Filters.toStore(filters),
+    states: operatorFrom[action]
+  })
+
+  /** GET /bulk: the confirmation step, with the count; nothing is written. */
+  const bulkConfirm = guarded(
+    Effect.gen(function* () {
+      const f = yield* frame
+      const request = yield* HttpServerRequest.HttpServerRequest
+      const params = yield* HttpServerRequest.ParsedSearchParams
+      if (!(yield* authorize(request))) {
+        return page(Pages.message(f, "Writes are disabled", "This dashboard is read-only for this request."), 403)
+      }
+      const action = params.action
+      if (!Actions.isAction(action)) return badRequest(f, "Unknown action.")
+      const filters = Filters.parse(params)
+      if (Either.isLeft(filters)) return badRequest(f, filters.left)
+      const found = yield* (yield* JobStore).list({ ...bulkFilter(filters.right, action), limit: 0, offset: 0 })
+      const n = nonceOf(request)
+      return withNonceCookie(
+        page(Actions.confirmPage(f, { action, filters: filters.right, eligible: found.total, token: csrf.token(n.nonce), fieldName: Csrf.fieldName })),
+        n
+      )
+    })
+  )
+
+  /** POST /bulk: applies the action to at most `maxBulk` matches, newest first, and says what changed. */
+  const bulkPost = guarded(
+    Effect.gen(function* () {
+      const f = yield* frame
+      const read = yield* readForm(f)
+      if (Either.isLeft(read)) return read.left
+      const { form, nonce } = read.right
+      const action = first(form, "action")
+      if (!Actions.isAction(action)) return badRequest(f, "Unknown action: nothing was changed.")
+      const fields: Record<string, string | ReadonlyArray<string>> = {}
+      for (const name of Filters.names) {
+        const values = UrlParams.getAll(form, name)
+        if (values.length > 0) fields[name] = values.length === 1 ? values[0]! : values
+      }
+      const filters = Filters.parse(fields)
+      if (Either.isLeft(filters)) return badRequest(f, `${filters.left} Nothing was changed.`)
+      const store = yield* JobStore
+      const found = yield* store.list({ ...bulkFilter(filters.right, action), limit: Actions.maxBulk, offset: 0 })
+      const result = yield* store.operate(
+        action,
+        found.rows.map((j) => j.id)
+      )
+      const rest = found.total - found.rows.length
+      const text = `${Actions.summary(action, result.changed, result.skipped)}${rest > 0 ? ` ${rest} more match: repeat to continue (at most ${Actions.maxBulk} a time).` : ""}`
+      return seeOtherWithFlash(Filters.href(prefix, filters.right), nonce, text)
+    })
+  )
+
+  const refreshScript = Effect.succeed(
+    HttpServerResponse.text(Refresh.script, { contentType: "text/javascript; charset=utf-8" }).pipe(
+      HttpServerResponse.setHeaders({ ...securityHeaders, "cache-control": "public, max-age=3600" })
+    )
   )
 
   const counters = guarded(
@@ -212,17 +412,10 @@ export const router = (options: DashboardOptions = {}): HttpRouter.HttpRouter<ne
       const f = yield* frame
       if (Option.isNone(f.manager)) return yield* notFound("The concurrency addon is not registered in this application.")
       const request = yield* HttpServerRequest.HttpServerRequest
-      const params = yield* HttpServerRequest.ParsedSearchParams
-      const str = (k: string) => (typeof params[k] === "string" ? (params[k] as string) : undefined)
-      const notice =
-        str("saved") !== undefined
-          ? `Saved: '${str("saved")}' now runs with ${str("slots") ?? "?"} slots from the next pickup.`
-          : str("deleted") !== undefined
-            ? `Deleted the override of '${str("deleted")}': its declared limit applies again from the next pickup.`
-            : str("missing") !== undefined
-              ? `There was no override of '${str("missing")}' (already removed).`
-              : undefined
-      return yield* concurrencyView(f, f.manager.value, request, { notice }, 200)
+      // the notice comes only from the signed flash cookie a write's redirect set: a URL cannot forge it
+      const flash = flashOf(request)
+      const notice = flash.text
+      return flash.clear(yield* concurrencyView(f, f.manager.value, request, { notice }, 200))
     })
   )
 
@@ -231,25 +424,9 @@ export const router = (options: DashboardOptions = {}): HttpRouter.HttpRouter<ne
       const f = yield* frame
       if (Option.isNone(f.manager)) return yield* notFound("The concurrency addon is not registered in this application.")
       const manager = f.manager.value
-      const request = yield* HttpServerRequest.HttpServerRequest
-      if (Number(request.headers["content-length"] ?? 0) > maxFormBytes) {
-        return page(Pages.message(f, "Form too large", "The form is larger than any valid input; nothing was changed."), 413)
-      }
-      const body = yield* request.urlParamsBody.pipe(
-        HttpIncomingMessage.withMaxBodySize(Option.some(maxFormBytes)),
-        Effect.either
-      )
-      if (Either.isLeft(body)) return page(Pages.message(f, "Bad request", "The form could not be read."), 400)
-      const form = body.right
-      if (!csrf.verify(request.cookies[Csrf.cookieName], first(form, Csrf.fieldName))) {
-        return page(
-          Pages.message(f, "Form expired", "The form has expired or did not come from this dashboard, so nothing was changed. Reload the page and try again."),
-          403
-        )
-      }
-      if (!(yield* authorize(request))) {
-        return page(Pages.message(f, "Writes are disabled", "This dashboard is read-only for this request; nothing was changed."), 403)
-      }
+      const read = yield* readForm(f)
+      if (Either.isLeft(read)) return read.left
+      const { form, nonce, request } = read.right
       const back = `${prefix}/concurrency`
       switch (first(form, "action")) {
         case "save": {
@@ -263,13 +440,19 @@ export const router = (options: DashboardOptions = {}): HttpRouter.HttpRouter<ne
           if (written !== undefined) {
             return yield* concurrencyView(f, manager, request, { errors: [{ field: "key", message: written.message }] }, 400)
           }
-          return seeOther(`${back}?${new URLSearchParams({ saved: input.right.key, slots: String(input.right.slots) })}`)
+          return seeOtherWithFlash(back, nonce, `Saved: '${input.right.key}' now runs with ${Pages.slots(input.right.slots)} from the next pickup.`)
         }
         case "delete": {
           const key = LimitForm.parseKey(first(form, "key"))
           if (Either.isLeft(key)) return yield* concurrencyView(f, manager, request, { errors: key.left }, 400)
           const removed = yield* manager.removeLimit(key.right)
-          return seeOther(`${back}?${new URLSearchParams(removed ? { deleted: key.right } : { missing: key.right })}`)
+          return seeOtherWithFlash(
+            back,
+            nonce,
+            removed
+              ? `Deleted the override of '${key.right}': its declared limit applies again from the next pickup.`
+              : `There was no override of '${key.right}' (already removed).`
+          )
         }
         default:
           return yield* concurrencyView(f, manager, request, { errors: [{ field: "key", message: "Unknown action." }] }, 400)
@@ -284,6 +467,10 @@ export const router = (options: DashboardOptions = {}): HttpRouter.HttpRouter<ne
       HttpRouter.get(prefix === "" ? "/" : at(""), Effect.succeed(home)),
       HttpRouter.get(at("/jobs"), jobs),
       HttpRouter.get(at("/jobs/:id"), job),
+      HttpRouter.post(at("/actions"), actionPost),
+      HttpRouter.get(at("/bulk"), bulkConfirm),
+      HttpRouter.post(at("/bulk"), bulkPost),
+      HttpRouter.get(at("/assets/refresh.js"), refreshScript),
       HttpRouter.get(at("/counters"), counters),
       HttpRouter.get(at("/workers"), workers),
       HttpRouter.get(at("/concurrency"), concurrency),

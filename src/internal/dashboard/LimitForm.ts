@@ -24,11 +24,15 @@ export interface FieldError {
 
 const Input = Schema.Struct({ key: PolicyKey, slots: PositiveInt })
 
-/** Checks a key alone (for deletes). */
-export const parseKey = (key: string | undefined): Either.Either<string, ReadonlyArray<FieldError>> =>
-  key === undefined || key.trim() === ""
-    ? Either.left([{ field: "key", message: "Key must not be empty." }])
-    : Either.right(key)
+/** Checks a key alone (for deletes): the same rules as a key to save, so no such key can exist otherwise. */
+export const parseKey = (key: string | undefined): Either.Either<string, ReadonlyArray<FieldError>> => {
+  if (key === undefined || key.trim() === "") return Either.left([{ field: "key", message: "Key must not be empty." }])
+  const decoded = Schema.decodeUnknownEither(PolicyKey)(key)
+  if (Either.isRight(decoded)) return Either.right(decoded.right)
+  const issue = ParseResult.ArrayFormatter.formatErrorSync(decoded.left)[0]
+  const text = `Key ${issue?.message ?? "is not valid"}`
+  return Either.left([{ field: "key", message: text.includes("at most") ? `${text} (got ${key.length}).` : `${text}.` }])
+}
 
 /**
  * Checks the raw `key` and `slots` fields. Slots must be written as a whole number (digits only):

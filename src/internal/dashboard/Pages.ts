@@ -5,14 +5,15 @@
  * @since 0.1.0
  */
 import type { ConcurrencyLimit } from "../concurrency/ConcurrencyLimitManager.js"
-import type { Job, JobDetail } from "../job/Job.js"
-import { JobState } from "../job/JobState.js"
+import type { JobDetail } from "../job/Job.js"
 import * as JobMetadata from "../policy/JobMetadata.js"
 import { familyNames } from "../policy/PolicyFamily.js"
 import { MAX_KEY_LENGTH } from "../policy/PolicyValues.js"
 import { barChart } from "./Chart.js"
 import { type Html, html, raw } from "./Html.js"
 import type { FieldError } from "./LimitForm.js"
+import * as Refresh from "./Refresh.js"
+import { absolute, duration, durations, when } from "./Time.js"
 
 /** The stylesheet, inlined in every page (and allowed by its hash in the CSP). */
 export const css = `
@@ -55,7 +56,7 @@ dl.facts{display:grid;grid-template-columns:max-content 1fr;gap:6px 18px;margin:
 dl.facts dt{color:var(--muted)}dl.facts dd{margin:0}
 .callout{border-left:4px solid var(--accent);background:#eef2ff}
 .callout.none{border-left-color:#cbd5e1;background:var(--card)}
-.callout .big{font-size:18px;font-weight:600}
+.callout .big{font-size:18px;font-weight:600;overflow-wrap:anywhere}
 .notice,.error,.readonly{padding:12px 16px;border-radius:8px;margin:0 0 16px}
 .notice{background:#e6f6ec;color:#145c33;border:1px solid #b7e4c7}
 .error{background:#fdeaea;color:#8a1f1f;border:1px solid #f5c2c2}
@@ -75,8 +76,8 @@ button.danger{background:#fff;color:var(--bad);border-color:#e9a8a8}
 .nowrap{white-space:nowrap}
 .card h2{margin-top:0}
 .card>p:first-child{margin-top:0}.card>p:last-child{margin-bottom:0}
-.grid2{display:grid;grid-template-columns:1fr 1fr;gap:18px}
-@media (max-width:800px){.grid2{grid-template-columns:1fr}input.key{width:100%}}
+.grid2{display:grid;grid-template-columns:minmax(0,1fr) minmax(0,1fr);gap:18px}
+@media (max-width:800px){.grid2{grid-template-columns:minmax(0,1fr)}input.key{width:100%}}
 .stats{display:grid;grid-template-columns:repeat(4,1fr);gap:14px;margin-bottom:18px}
 .stat{background:var(--card);border:1px solid var(--line);border-radius:10px;padding:14px 16px}
 .stat .v{font-size:26px;font-weight:700;font-variant-numeric:tabular-nums}.stat .k{color:var(--muted);font-size:13px}
@@ -86,7 +87,35 @@ svg.chart .grid{stroke:#e3e7ee}svg.chart .tick,svg.chart .value{fill:#5f6b7d;fon
 svg.chart .label{fill:#1d2433;font-size:13px}svg.chart .legend{fill:#1d2433;font-size:12px}
 tr.hot td{background:#fffaf0}
 .wrap{overflow-wrap:anywhere;word-break:break-word}
-@media (max-width:640px){table.stack,table.stack tbody,table.stack tr,table.stack td{display:block;width:100%}table.stack thead{display:none}table.stack tr{border-bottom:1px solid var(--line)}table.stack td{border:0;padding:4px 12px}table.stack td::before{content:attr(data-label);display:block;font-size:12px;color:var(--muted)}table.stack td.num{text-align:left}}
+td{overflow-wrap:anywhere}
+td.clip{max-width:37ch;overflow:hidden;text-overflow:ellipsis;white-space:nowrap}
+.titlebar{display:flex;justify-content:space-between;align-items:center;gap:12px;flex-wrap:wrap}
+.titlebar p{margin:0}
+.actions{display:flex;gap:8px;flex-wrap:wrap;margin:0 0 16px}
+.bulk{display:flex;gap:8px;flex-wrap:wrap;align-items:center;margin:0 0 16px}
+a.button{display:inline-block;padding:6px 14px;border-radius:6px;border:1px solid var(--accent);text-decoration:none}
+a.button.secondary{background:#fff;color:var(--accent)}
+form.filters{display:flex;gap:10px;flex-wrap:wrap;align-items:flex-end}
+form.filters label{display:flex;flex-direction:column;font-size:13px;color:var(--muted);gap:4px;min-width:0;flex:1 1 150px}
+form.filters input,form.filters select{width:100%;font:inherit;font-size:14px;padding:6px 8px;border:1px solid #cbd2dd;border-radius:6px;background:#fff}
+form.filters .buttons{display:flex;gap:10px;align-items:center}
+.s-Retried{background:#e8eefc;color:var(--accent)}
+dl.facts{grid-template-columns:max-content minmax(0,1fr)}dl.facts dd{overflow-wrap:anywhere}
+.badge{white-space:nowrap;overflow-wrap:normal}
+time{text-decoration:underline dotted #b4bcc8}
+@media (max-width:640px){
+header .bar{padding:0 12px;gap:12px;height:auto;min-height:54px;flex-wrap:wrap}
+main{padding:16px 12px}
+.stats{grid-template-columns:repeat(2,1fr)}
+table,table tbody,table tr,table td{display:block;width:100%}
+table thead{display:none}
+table tr{border-bottom:1px solid var(--line)}
+table td,table td.num{border:0;padding:4px 12px;white-space:normal;text-align:left;overflow-wrap:anywhere}
+table td.clip{max-width:none;white-space:nowrap}
+table td[data-label]::before{content:attr(data-label);display:block;font-size:11px;text-transform:uppercase;letter-spacing:.5px;color:var(--muted)}
+form.inline{flex-wrap:wrap}
+.pager{flex-wrap:wrap;gap:8px}
+}
 footer{max-width:1120px;margin:0 auto;padding:8px 24px 32px;color:#98a2b3;font-size:12px}
 `
 
@@ -101,10 +130,20 @@ export interface Frame {
 type Section = "jobs" | "counters" | "concurrency" | "workers" | "none"
 
 /** Formats a time for display (UTC, seconds). */
-export const time = (d: Date | null | undefined): string =>
-  d === null || d === undefined || Number.isNaN(d.getTime()) ? "—" : `${d.toISOString().slice(0, 19).replace("T", " ")} UTC`
+export const time = absolute
 
-const badge = (text: string) => html`<span class="badge s-${text}">${text}</span>`
+/** "1 slot" / "N slots". */
+export const slots = (n: number): string => (n === 1 ? "1 slot" : `${n} slots`)
+
+/** A state or audit kind as a coloured badge. */
+export const badge = (text: string) => html`<span class="badge s-${text}">${text}</span>`
+
+/** A message shown after a real write (from the signed flash cookie), or nothing. */
+export const flashBanner = (text: string | undefined): Html | string =>
+  text === undefined ? "" : html`<div class="notice" role="status">${text}</div>`
+
+/** The auto-refresh toggle; hidden until the refresh script shows it. */
+export const refreshButton = html`<button type="button" id="refresh" class="secondary" data-every="${Refresh.everySeconds}" aria-pressed="false" hidden>Pause auto-refresh</button>`
 
 /** The page frame: head, nav, content. */
 export const layout = (frame: Frame, section: Section, title: string, content: Html): Html => {
@@ -112,7 +151,8 @@ export const layout = (frame: Frame, section: Section, title: string, content: H
     html`<a href="${frame.prefix}${href}"${raw(s === section ? ' class="active" aria-current="page"' : "")}>${label}</a>`
   return html`<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
-<title>${title} · Warp</title><style>${raw(css)}</style></head>
+<title>${title} · Warp</title><style>${raw(css)}</style>
+<script src="${frame.prefix}/assets/refresh.js" integrity="sha256-${Refresh.hash}" defer></script></head>
 <body><header><div class="bar"><a class="brand" href="${frame.prefix}/jobs">Warp<small>dashboard</small></a>
 <nav aria-label="Dashboard">${link("jobs", "/jobs", "Jobs")}${link("counters", "/counters", "Counters")}${frame.concurrency ? link("concurrency", "/concurrency", "Concurrency") : ""}${link("workers", "/workers", "Workers")}</nav></div></header>
 <main>${content}</main>
@@ -122,52 +162,6 @@ export const layout = (frame: Frame, section: Section, title: string, content: H
 /** A page saying something went wrong (404, 400, 403, 500). */
 export const message = (frame: Frame, title: string, text: string): Html =>
   layout(frame, "none", title, html`<h1>${title}</h1><div class="card"><p>${text}</p><p><a href="${frame.prefix}/jobs">Back to jobs</a></p></div>`)
-
-// ---- jobs list ------------------------------------------------------------------------------
-
-/** Data of the jobs list. */
-export interface JobsView {
-  readonly state: JobState | undefined
-  readonly page: number
-  readonly pageSize: number
-  readonly rows: ReadonlyArray<Job>
-  readonly total: number
-  readonly counts: Readonly<Record<JobState, number>>
-}
-
-const jobsHref = (frame: Frame, state: JobState | undefined, page: number) => {
-  const q = new URLSearchParams()
-  if (state !== undefined) q.set("state", state)
-  if (page > 1) q.set("page", String(page))
-  const s = q.toString()
-  return `${frame.prefix}/jobs${s === "" ? "" : `?${s}`}`
-}
-
-/** The jobs list by state, newest first, with paging. */
-export const jobsPage = (frame: Frame, v: JobsView): Html => {
-  const all = Object.values(v.counts).reduce((a, b) => a + b, 0)
-  const tab = (state: JobState | undefined, label: string, n: number) =>
-    html`<a href="${jobsHref(frame, state, 1)}"${raw(state === v.state ? ' class="active" aria-current="page"' : "")}>${label}<span class="n">${n}</span></a>`
-  const pages = Math.max(1, Math.ceil(v.total / v.pageSize))
-  const from = v.total === 0 ? 0 : (v.page - 1) * v.pageSize + 1
-  const to = Math.min(v.total, v.page * v.pageSize)
-  const rows = v.rows.map(
-    (j) => html`<tr><td class="mono nowrap"><a href="${frame.prefix}/jobs/${encodeURIComponent(j.id)}">${j.id}</a></td><td>${j.type}${j.handler === null ? "" : html` <span class="muted">→ ${j.handler}</span>`}</td><td>${badge(j.state)}</td><td class="num">${j.attempt}</td><td class="nowrap">${time(j.scheduleTime)}</td><td class="nowrap">${time(j.updatedAt)}</td></tr>`
-  )
-  const prev = v.page > 1 ? html`<a href="${jobsHref(frame, v.state, v.page - 1)}" rel="prev">← Newer</a>` : html`<span class="off">← Newer</span>`
-  const next = v.page < pages ? html`<a href="${jobsHref(frame, v.state, v.page + 1)}" rel="next">Older →</a>` : html`<span class="off">Older →</span>`
-  return layout(
-    frame,
-    "jobs",
-    v.state === undefined ? "Jobs" : `${v.state} jobs`,
-    html`<h1>Jobs</h1><p class="lead">Newest first. Open a job to see its payload, its audit trail and the policy it follows.</p>
-<nav class="tabs" aria-label="States">${tab(undefined, "All", all)}${JobState.literals.map((s) => tab(s, s, v.counts[s]))}</nav>
-${v.rows.length === 0
-  ? html`<div class="card muted">No ${v.state === undefined ? "" : `${v.state.toLowerCase()} `}jobs${v.page > 1 ? " on this page" : ""}.</div>`
-  : html`<table><thead><tr><th>Id</th><th>Type</th><th>State</th><th class="num">Attempts</th><th>Scheduled for</th><th>Updated</th></tr></thead><tbody>${rows}</tbody></table>`}
-<div class="pager">${prev}<span>${from}–${to} of ${v.total} · page ${v.page} of ${pages}</span>${next}</div>`
-  )
-}
 
 // ---- job detail -----------------------------------------------------------------------------
 
@@ -184,6 +178,11 @@ export interface JobView {
   readonly detail: JobDetail
   /** The admin override of the job's concurrency key, when the addon is registered and one exists. */
   readonly override: ConcurrencyLimit | undefined
+  /** The time the page is rendered at (relative times, durations). */
+  readonly now?: Date | undefined
+  /** The operator's action buttons (a request that may write), or nothing. */
+  readonly actions?: Html | undefined
+  readonly flash?: string | undefined
 }
 
 /** One job: facts, concurrency key, stamped policy per family, payload, audit trail. */
@@ -200,7 +199,7 @@ export const jobPage = (frame: Frame, v: JobView): Html => {
 <div>${conc.value.limit === 1 ? "Mutex" : "Semaphore"} · declared limit ${conc.value.limit} · mode ${conc.value.mode} · from the ${conc.source}</div>
 ${v.override === undefined
   ? frame.concurrency ? html`<div class="muted">No admin override: the declared limit applies.</div>` : ""
-  : html`<div><strong>Admin override: ${v.override.slots} slots</strong> <span class="muted">(set ${time(v.override.updatedAt)}; wins over the declared limit at every pickup)</span></div>`}</div>`
+  : html`<div><strong>Admin override: ${slots(v.override.slots)}</strong> <span class="muted">(set ${time(v.override.updatedAt)}; wins over the declared limit at every pickup)</span></div>`}</div>`
   const families = encoded === undefined ? [] : familyNames.filter((f) => encoded.policies[f] !== undefined)
   const policyTable =
     meta === undefined
@@ -213,22 +212,26 @@ ${families.length === 0
   : html`<table><thead><tr><th>Family</th><th>Source</th><th>Value</th></tr></thead><tbody>${families.map(
       (f) => html`<tr><td>${f}</td><td>${badge(encoded!.policies[f]!.source)}</td><td class="mono">${describeValue(encoded!.policies[f]!.value)}</td></tr>`
     )}</tbody></table>`}`
+  const now = v.now ?? new Date()
   const logs = v.detail.logs.map(
-    (l) => html`<tr><td class="nowrap">${time(l.at)}</td><td>${badge(l.kind)}</td><td>${l.message}</td></tr>`
+    (l) => html`<tr><td class="nowrap" data-label="Time">${when(l.at, now)}</td><td data-label="Kind">${badge(l.kind)}</td><td class="wrap" data-label="Message">${l.message}</td></tr>`
   )
+  const d = durations(v.detail, now)
   return layout(
     frame,
     "jobs",
     `Job ${j.id}`,
-    html`<p><a href="${frame.prefix}/jobs">← All jobs</a></p><h1>${j.type} ${badge(j.state)}</h1><p class="lead mono">${j.id}</p>
+    html`<div class="titlebar"><p><a href="${frame.prefix}/jobs">← All jobs</a></p>${refreshButton}</div><h1 class="wrap">${j.type} ${badge(j.state)}</h1><p class="lead mono wrap">${j.id}</p>
+${flashBanner(v.flash)}${v.actions ?? ""}
 <div class="grid2"><div class="card"><dl class="facts">
 <dt>Type</dt><dd>${j.type}</dd><dt>Handler</dt><dd>${j.handler ?? "—"}</dd><dt>State</dt><dd>${j.state}</dd>
-<dt>Attempts</dt><dd>${j.attempt}</dd><dt>Scheduled for</dt><dd>${time(j.scheduleTime)}</dd><dt>Created</dt><dd>${time(j.createdAt)}</dd>
-<dt>Updated</dt><dd>${time(j.updatedAt)}</dd><dt>Claimed by</dt><dd>${j.lockedBy ?? "—"}${j.leaseUntil === null ? "" : ` until ${time(j.leaseUntil)}`}</dd>
+<dt>Attempts</dt><dd>${j.attempt}</dd><dt>Scheduled for</dt><dd>${when(j.scheduleTime, now)}</dd><dt>Created</dt><dd>${when(j.createdAt, now)}</dd>
+<dt>Updated</dt><dd>${when(j.updatedAt, now)}</dd><dt>Claimed by</dt><dd>${j.lockedBy ?? "—"}${j.leaseUntil === null ? "" : html` until ${when(j.leaseUntil, now)}`}</dd>
+<dt>Queued</dt><dd data-testid="queued">${duration(d.queued)}</dd><dt>Running</dt><dd data-testid="running">${d.running === undefined ? "—" : duration(d.running)}</dd><dt>Total</dt><dd data-testid="total">${duration(d.total)}</dd>
 </dl></div>${concurrencyCard}</div>
 <h2>Policy (metadata)</h2>${policyTable}
-<h2>Payload</h2><pre>${JSON.stringify(j.payload, null, 2)}</pre>
-<h2>Audit trail</h2><table><thead><tr><th>Time</th><th>Kind</th><th>Message</th></tr></thead><tbody>${logs}</tbody></table>`
+<h2>Payload</h2><pre class="payload">${JSON.stringify(j.payload, null, 2)}</pre>
+<h2>Audit trail</h2><table class="stack"><thead><tr><th>Time</th><th>Kind</th><th>Message</th></tr></thead><tbody>${logs}</tbody></table>`
   )
 }
 
@@ -313,12 +316,12 @@ export const concurrencyPage = (frame: Frame, v: ConcurrencyView): Html => {
   const hidden = (act: string) => html`<input type="hidden" name="${v.fieldName}" value="${v.token}"><input type="hidden" name="action" value="${act}">`
   const invalid = (field: "key" | "slots") => raw(v.errors?.some((e) => e.field === field) === true ? ' aria-invalid="true"' : "")
   const rows = v.limits.map(
-    (l) => html`<tr data-key="${l.key}"><td class="mono">${l.key}</td>
+    (l) => html`<tr data-key="${l.key}"><td class="mono wrap" data-label="Key" title="${l.key}">${l.key}</td>
 <td>${writable
   ? html`<form class="inline" method="post" action="${action}">${hidden("save")}<input type="hidden" name="key" value="${l.key}"><input type="number" name="slots" min="1" step="1" required value="${l.slots}" aria-label="Slots for ${l.key}"><button type="submit" class="secondary">Save</button></form>`
   : html`<span class="num">${l.slots}</span>`}</td>
-<td class="nowrap">${time(l.updatedAt)}</td>
-<td class="nowrap" data-testid="expires">${l.expiresAt === undefined ? "never" : time(l.expiresAt)}</td>
+<td class="nowrap" data-label="Updated">${time(l.updatedAt)}</td>
+<td class="nowrap" data-label="Expires" data-testid="expires">${l.expiresAt === undefined ? "never" : time(l.expiresAt)}</td>
 <td>${writable ? html`<form class="inline" method="post" action="${action}">${hidden("delete")}<input type="hidden" name="key" value="${l.key}"><button type="submit" class="danger" aria-label="Delete ${l.key}">Delete</button></form>` : ""}</td></tr>`
   )
   return layout(
@@ -326,12 +329,12 @@ export const concurrencyPage = (frame: Frame, v: ConcurrencyView): Html => {
     "concurrency",
     "Concurrency limits",
     html`<h1>Concurrency limits</h1><p class="lead">Admin overrides win over declared limits (admin row &gt; declared &gt; 1) from each job's next pickup, and survive redeploys until removed.</p>
-${v.notice === undefined ? "" : html`<div class="notice" role="status">${v.notice}</div>`}
+${flashBanner(v.notice)}
 ${v.errors === undefined || v.errors.length === 0 ? "" : html`<div class="error" role="alert"><strong>Nothing was changed.</strong><ul>${v.errors.map((e) => html`<li>${e.field === "key" ? "Key" : "Slots"}: ${e.message}</li>`)}</ul></div>`}
 ${writable ? "" : html`<div class="readonly" role="note"><strong>Writes are disabled.</strong> This dashboard is read-only; the application enables changes through the dashboard's <code>authorize</code> option.</div>`}
 ${v.limits.length === 0
   ? html`<div class="card muted">No admin limits: every key runs with its declared limit.</div>`
-  : html`<table><thead><tr><th>Key</th><th>Slots</th><th>Updated</th><th>Expires</th><th></th></tr></thead><tbody>${rows}</tbody></table>`}
+  : html`<table class="stack"><thead><tr><th>Key</th><th>Slots</th><th>Updated</th><th>Expires</th><th></th></tr></thead><tbody>${rows}</tbody></table>`}
 ${writable
   ? html`<h2>Add or replace a limit</h2><div class="card"><form class="create" method="post" action="${action}">${hidden("save")}
 <label>Key<input type="text" class="key" name="key" required maxlength="${MAX_KEY_LENGTH}" placeholder="payment-api" value="${v.draft?.key ?? ""}"${invalid("key")}></label>

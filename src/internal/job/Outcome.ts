@@ -24,7 +24,19 @@ export type Outcome = Data.TaggedEnum<{
 export const Outcome = Data.taggedEnum<Outcome>()
 
 /** The audit-log entry kind written for an outcome. */
-export type LogKind = "Enqueued" | "Scheduled" | "Processing" | "Succeeded" | "Failed" | "Cancelled" | "Requeued" | "Recovered"
+export type LogKind =
+  | "Enqueued"
+  | "Scheduled"
+  | "Processing"
+  | "Succeeded"
+  | "Failed"
+  | "Cancelled"
+  | "Requeued"
+  | "Recovered"
+  /** An operator sent a Failed or Deleted job back to the queue (dashboard). */
+  | "Retried"
+  /** An operator deleted a pending or Failed job (dashboard). */
+  | "Deleted"
 
 /** The state a job row takes after an outcome. */
 export const stateOf = (outcome: Outcome, now: Date): JobState => {

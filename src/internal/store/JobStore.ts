@@ -117,6 +117,56 @@ export interface WorkerInfo extends WorkerReport {
   readonly holding: number
 }
 
+/**
+ * Which jobs a list shows: every given field narrows it (all of them hold). Text fields are matched
+ * as text (`keyPrefix` is a plain prefix: `%` and `_` are characters, not wildcards).
+ */
+export interface JobFilter {
+  /** Exactly this id. */
+  readonly id?: string | undefined
+  /** The concurrency key (stamped, or carried at enqueue) starts with this text. */
+  readonly keyPrefix?: string | undefined
+  /** Exactly this job type. */
+  readonly type?: string | undefined
+  /** In this state. */
+  readonly state?: JobState | undefined
+  /** In one of these states (with `state`: in both). */
+  readonly states?: ReadonlyArray<JobState> | undefined
+  /** Created at or after this time. */
+  readonly createdAfter?: Date | undefined
+  /** Created before this time. */
+  readonly createdBefore?: Date | undefined
+}
+
+/**
+ * An operator's write on jobs from the dashboard:
+ * - `retry`: a Failed or Deleted job goes back to Enqueued, due now (audit kind `Retried`);
+ * - `delete`: a pending (Scheduled, Enqueued) or Failed job becomes Deleted (audit kind `Deleted`);
+ * - `requeue`: a Scheduled or Enqueued job becomes Enqueued, due now (audit kind `Requeued`).
+ * A Processing row is never touched.
+ */
+export type OperatorAction = "retry" | "delete" | "requeue"
+
+/** The states each {@link OperatorAction} applies to. */
+export const operatorFrom: Readonly<Record<OperatorAction, ReadonlyArray<JobState>>> = {
+  retry: ["Failed", "Deleted"],
+  delete: ["Scheduled", "Enqueued", "Failed"],
+  requeue: ["Scheduled", "Enqueued"]
+}
+
+/** The state each {@link OperatorAction} writes, and its audit entry. */
+export const operatorTo: Readonly<Record<OperatorAction, { readonly state: JobState; readonly kind: LogKind; readonly message: string }>> = {
+  retry: { state: "Enqueued", kind: "Retried", message: "Retried by an operator" },
+  delete: { state: "Deleted", kind: "Deleted", message: "Deleted by an operator" },
+  requeue: { state: "Enqueued", kind: "Requeued", message: "Requeued by an operator" }
+}
+
+/** What an operator's write did: rows changed, and given ids left alone (unknown, or not in a state the action applies to). */
+export interface OperateResult {
+  readonly changed: number
+  readonly skipped: number
+}
+
 /** A page of jobs. */
 export interface JobPage {
   readonly rows: ReadonlyArray<Job>
@@ -183,8 +233,15 @@ export interface JobStoreService {
   readonly workers: Effect.Effect<ReadonlyArray<WorkerInfo>, StoreError>
   /** One job with its audit trail. */
   readonly get: (id: string) => Effect.Effect<Option.Option<JobDetail>, StoreError>
-  /** Jobs in a state (or all), newest first. */
-  readonly list: (options: { readonly state?: JobState | undefined; readonly limit: number; readonly offset: number }) => Effect.Effect<JobPage, StoreError>
+  /** Jobs matching the filter (no filter: all), newest first; `total` counts every match. */
+  readonly list: (options: JobFilter & { readonly limit: number; readonly offset: number }) => Effect.Effect<JobPage, StoreError>
+  /**
+   * An operator's write on the given jobs (see {@link OperatorAction}): each row in a state the action
+   * applies to changes, with its audit entry, in one atomic write; the others (unknown ids, rows in
+   * any other state, Processing rows above all) are left alone and counted as skipped. Duplicate ids
+   * count once.
+   */
+  readonly operate: (action: OperatorAction, ids: ReadonlyArray<string>) => Effect.Effect<OperateResult, StoreError>
   /** The number of rows per state. */
   readonly countByState: Effect.Effect<Readonly<Record<JobState, number>>, StoreError>
   /** Every counter (`stats:succeeded`, `stats:requeued:<type>`, ...). */
@@ -218,6 +275,33 @@ export const isStorableId = (id: unknown): id is string => typeof id === "string
  */
 export const isWindow = (limit: unknown, offset: unknown): boolean =>
   Number.isSafeInteger(limit) && (limit as number) >= 0 && Number.isSafeInteger(offset) && (offset as number) >= 0
+
+/**
+ * Whether a job matches a filter (the in-memory spelling of `list`'s WHERE; the PostgreSQL store
+ * spells it in SQL).
+ */
+export const matchesFilter = (j: Job, f: JobFilter): boolean => {
+  if (f.id !== undefined && j.id !== f.id) return false
+  if (f.type !== undefined && j.type !== f.type) return false
+  if (f.state !== undefined && j.state !== f.state) return false
+  if (f.states !== undefined && !f.states.includes(j.state)) return false
+  if (f.createdAfter !== undefined && j.createdAt.getTime() < f.createdAfter.getTime()) return false
+  if (f.createdBefore !== undefined && j.createdAt.getTime() >= f.createdBefore.getTime()) return false
+  if (f.keyPrefix !== undefined) {
+    const key = concurrencyKeyOf(j.metadata)
+    if (key === undefined || !key.startsWith(f.keyPrefix)) return false
+  }
+  return true
+}
+
+const KeyedRow = Schema.Struct({
+  policies: Schema.Struct({ concurrency: Schema.Struct({ value: Schema.Struct({ key: Schema.Union(Schema.String, Schema.Number) }) }) })
+})
+const isKeyedRow = Schema.is(KeyedRow)
+
+/** A row's concurrency key as text (what PostgreSQL's `metadata #>> '{policies,concurrency,value,key}'` reads), if any. */
+export const concurrencyKeyOf = (metadata: unknown): string | undefined =>
+  isKeyedRow(metadata) ? String(metadata.policies.concurrency.value.key) : undefined
 
 /** Every state, zeroed (for count maps). */
 export const emptyCounts = (): Record<JobState, number> => ({

@@ -26,6 +26,9 @@ import {
   isWindow,
   JobStore,
   type JobStoreService,
+  matchesFilter,
+  operatorFrom,
+  operatorTo,
   type WorkerInfo,
   type WorkerReport
 } from "./JobStore.js"
@@ -273,12 +276,39 @@ export const make = Effect.flatMap(SemaphoreProviderMemory.make, (locks) => Effe
         return job === undefined ? Option.none() : Option.some({ job, logs: [...(logs.get(id) ?? [])] })
       }),
 
-    list: ({ limit, offset, state }) =>
+    list: ({ limit, offset, ...filter }) =>
       Effect.sync(() => {
         const all = [...jobs.values()]
-          .filter((j) => state === undefined || j.state === state)
+          .filter((j) => matchesFilter(j, filter))
           .sort((a, b) => (a.id < b.id ? 1 : a.id > b.id ? -1 : 0))
         return { rows: isWindow(limit, offset) ? all.slice(offset, offset + limit) : [], total: all.length }
+      }),
+
+    operate: (action, ids) =>
+      Effect.map(now, (at) => {
+        const from = operatorFrom[action]
+        const to = operatorTo[action]
+        const unique = new Set(ids)
+        let changed = 0
+        for (const id of unique) {
+          const j = jobs.get(id)
+          if (j === undefined || !from.includes(j.state)) continue
+          jobs.set(
+            id,
+            clone(j, {
+              state: to.state,
+              scheduleTime: to.state === "Enqueued" ? at : j.scheduleTime,
+              lockedBy: null,
+              leaseUntil: null,
+              updatedAt: at,
+              // a retried or deleted job leaves any cancel asked for it behind; a requeued one keeps it
+              cancelRequested: action === "requeue" ? j.cancelRequested : undefined
+            })
+          )
+          log(id, at, to.kind, to.message)
+          changed++
+        }
+        return { changed, skipped: unique.size - changed }
       }),
 
     countByState: Effect.sync(() => {

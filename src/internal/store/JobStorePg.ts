@@ -20,7 +20,22 @@ import { Job, type JobLog, type NewJob } from "../job/Job.js"
 import type { LogKind } from "../job/Outcome.js"
 import { JobState } from "../job/JobState.js"
 import { counterOf, logOf, stateOf } from "../job/Outcome.js"
-import { cancelText, claimOrder, operatorCause, replacedCause, counterKeys, emptyCounts, isStorableId, isWindow, JobStore, type JobStoreService, type WorkerInfo } from "./JobStore.js"
+import {
+  cancelText,
+  claimOrder,
+  counterKeys,
+  emptyCounts,
+  isStorableId,
+  isWindow,
+  type JobFilter,
+  JobStore,
+  type JobStoreService,
+  operatorCause,
+  operatorFrom,
+  operatorTo,
+  replacedCause,
+  type WorkerInfo
+} from "./JobStore.js"
 import * as SemaphoreProviderPg from "../semaphore/SemaphoreProviderPg.js"
 import * as Migrations from "./Migrations.js"
 import { StoreError } from "./StoreError.js"
@@ -147,6 +162,29 @@ export const make = Effect.gen(function* () {
       SELECT x.id, ${type}, ${handler}, x.payload, ${state}, ${scheduleTime}, ${metadata}, ${state},
              CASE WHEN ${state} = 'Scheduled' THEN ${scheduleTime} END
       FROM unnest(${sql.csv(arrays)}) AS x(${sql.literal(names.join(", "))})`.pipe(Effect.asVoid)
+  }
+
+  /** The WHERE clause of a filter, or undefined when no row can match it. */
+  const filterSql = (f: JobFilter): Statement.Fragment | undefined => {
+    const clauses: Array<Statement.Fragment> = [sql`TRUE`]
+    for (const text of [f.id, f.type, f.keyPrefix]) if (text !== undefined && !isStorableId(text)) return undefined
+    for (const d of [f.createdAfter, f.createdBefore]) if (d !== undefined && Number.isNaN(d.getTime())) return undefined
+    if (f.state !== undefined) {
+      if (!JobState.literals.includes(f.state)) return undefined
+      clauses.push(sql`state = ${f.state}`)
+    }
+    if (f.states !== undefined) {
+      const states = f.states.filter((s) => JobState.literals.includes(s))
+      if (states.length === 0) return undefined
+      clauses.push(sql`state IN (SELECT jsonb_array_elements_text(${JSON.stringify(states)}::jsonb))`)
+    }
+    if (f.id !== undefined) clauses.push(sql`id = ${f.id}`)
+    if (f.type !== undefined) clauses.push(sql`type = ${f.type}`)
+    // a plain prefix: starts_with treats % and _ as characters (no LIKE pattern is built from input)
+    if (f.keyPrefix !== undefined) clauses.push(sql`starts_with(metadata #>> '{policies,concurrency,value,key}', ${f.keyPrefix})`)
+    if (f.createdAfter !== undefined) clauses.push(sql`created_at >= ${f.createdAfter.toISOString()}::timestamptz`)
+    if (f.createdBefore !== undefined) clauses.push(sql`created_at < ${f.createdBefore.toISOString()}::timestamptz`)
+    return sql.and(clauses)
   }
 
   const service: JobStoreService = {
@@ -471,11 +509,12 @@ export const make = Effect.gen(function* () {
         })
       }).pipe(Effect.mapError(fail("get"))),
 
-    list: ({ limit, offset, state }) =>
+    list: ({ limit, offset, ...filter }) =>
       Effect.gen(function* () {
-        // an unknown state matches no row; a window that is not whole numbers >= 0 holds none
-        if (state !== undefined && !JobState.literals.includes(state)) return { rows: [], total: 0 }
-        const where = state === undefined ? sql`TRUE` : sql`state = ${state}`
+        const where = filterSql(filter)
+        // a filter no row can match (an unknown state, text PostgreSQL cannot hold, an invalid date)
+        // matches none; a window that is not whole numbers >= 0 holds none
+        if (where === undefined) return { rows: [], total: 0 }
         if (!isWindow(limit, offset)) {
           const total = yield* sql`SELECT count(*)::int AS n FROM warp_jobs WHERE ${where}`
           return { rows: [], total: Number((total[0] as any).n) }
@@ -484,6 +523,36 @@ export const make = Effect.gen(function* () {
         const total = yield* sql`SELECT count(*)::int AS n FROM warp_jobs WHERE ${where}`
         return { rows: rows.map(rowToJob), total: Number((total[0] as any).n) }
       }).pipe(Effect.mapError(fail("list"))),
+
+    operate: (action, ids) => {
+      const unique = [...new Set(ids)]
+      const storable = unique.filter(isStorableId)
+      if (storable.length === 0) return Effect.succeed({ changed: 0, skipped: unique.length })
+      const to = operatorTo[action]
+      // one statement: the rows in an allowed state change and get their audit entry together; a row
+      // another transaction holds (a worker's claim in flight) is waited for, then re-checked
+      return sql`
+        WITH u AS (
+          UPDATE warp_jobs
+          SET state = ${to.state},
+              schedule_time = CASE WHEN ${to.state} = 'Enqueued' THEN now() ELSE schedule_time END,
+              locked_by = NULL, lease_until = NULL, updated_at = now(), holder_key = NULL,
+              -- a retried or deleted job leaves any cancel asked for it behind; a requeued one keeps it
+              cancel_requested = CASE WHEN ${action} = 'requeue' THEN cancel_requested END
+          WHERE id IN (SELECT jsonb_array_elements_text(${JSON.stringify(storable)}::jsonb))
+            AND state IN (SELECT jsonb_array_elements_text(${JSON.stringify(operatorFrom[action])}::jsonb))
+          RETURNING id
+        ), l AS (
+          INSERT INTO warp_job_logs (job_id, kind, message) SELECT id, ${to.kind}, ${to.message} FROM u
+        )
+        SELECT count(*)::int AS n FROM u`.pipe(
+        Effect.map((rows) => {
+          const changed = Number((rows[0] as any)?.n ?? 0)
+          return { changed, skipped: unique.length - changed }
+        }),
+        Effect.mapError(fail("operate"))
+      )
+    },
 
     countByState: sql`SELECT state, count(*)::int AS n FROM warp_jobs GROUP BY state`.pipe(
       Effect.map((rows) => {
