@@ -15,6 +15,7 @@ import { Job, type JobLog } from "../job/Job.js"
 import { counterOf, logOf, stateOf } from "../job/Outcome.js"
 import { bySubmission, claimOrder, counterKeys, emptyCounts, fifoPolicyOf, isWindow, JobStore, type JobStoreService } from "./JobStore.js"
 import * as SemaphoreProviderMemory from "../semaphore/SemaphoreProviderMemory.js"
+import * as KeyInsightMemory from "./KeyInsightMemory.js"
 import { StoreError } from "./StoreError.js"
 
 const clone = (j: Job, patch: Partial<ConstructorParameters<typeof Job>[0]>): Job => new Job({ ...j, ...patch })
@@ -24,6 +25,7 @@ export const make = Effect.flatMap(SemaphoreProviderMemory.make, (locks) => Effe
   const jobs = new Map<string, Job>()
   const logs = new Map<string, Array<JobLog>>()
   const counters = new Map<string, number>()
+  const originFor = new Map<string, Date>()
 
   const log = (jobId: string, at: Date, kind: JobLog["kind"], message: string) => {
     const list = logs.get(jobId) ?? []
@@ -90,6 +92,7 @@ export const make = Effect.flatMap(SemaphoreProviderMemory.make, (locks) => Effe
                 leaseUntil: null
               })
             )
+            if (r.state === "Scheduled") originFor.set(r.id, r.scheduleTime)
             log(r.id, at, r.state, r.state === "Scheduled" ? `Scheduled for ${r.scheduleTime.toISOString()}` : "Enqueued")
           }
           return Effect.void
@@ -194,7 +197,9 @@ export const make = Effect.flatMap(SemaphoreProviderMemory.make, (locks) => Effe
 
     counters: Effect.sync(() => new Map(counters)),
 
-    locks
+    locks,
+
+    insight: KeyInsightMemory.make({ jobs, logs, originFor })
   }
   return service
 }))

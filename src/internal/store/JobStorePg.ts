@@ -22,6 +22,7 @@ import { JobState } from "../job/JobState.js"
 import { counterOf, logOf, stateOf } from "../job/Outcome.js"
 import { claimOrder, counterKeys, emptyCounts, isStorableId, isWindow, JobStore, type JobStoreService } from "./JobStore.js"
 import * as SemaphoreProviderPg from "../semaphore/SemaphoreProviderPg.js"
+import * as KeyInsightPg from "./KeyInsightPg.js"
 import * as Migrations from "./Migrations.js"
 import { StoreError } from "./StoreError.js"
 
@@ -395,7 +396,9 @@ export const make = Effect.gen(function* () {
       Effect.mapError(fail("counters"))
     ),
 
-    locks
+    locks,
+
+    insight: KeyInsightPg.make(sql)
   }
   return service
 })

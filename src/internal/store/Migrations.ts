@@ -17,6 +17,7 @@ import core0002 from "../../../migrations/core/0002_warp_policy_state.js"
 import core0003 from "../../../migrations/core/0003_warp_jobs_fifo.js"
 import core0004 from "../../../migrations/core/0004_warp_jobs_origin.js"
 import core0005 from "../../../migrations/core/0005_warp_counters_shards.js"
+import core0006 from "../../../migrations/core/0006_warp_jobs_key_insight.js"
 
 const run = (migrations: Record<string, Effect.Effect<void, unknown, SqlClient.SqlClient>>, table: string) =>
   Migrator.make({})({ loader: Migrator.fromRecord(migrations), table })
@@ -31,7 +32,8 @@ export const core: MigrationRun = run(
     "0002_warp_policy_state": core0002,
     "0003_warp_jobs_fifo": core0003,
     "0004_warp_jobs_origin": core0004,
-    "0005_warp_counters_shards": core0005
+    "0005_warp_counters_shards": core0005,
+    "0006_warp_jobs_key_insight": core0006
   },
   "warp_migrations"
 )
