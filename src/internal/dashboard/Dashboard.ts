@@ -37,6 +37,7 @@ import type { Html } from "./Html.js"
 import * as LimitForm from "./LimitForm.js"
 import { importPeer, type MissingPeerDependency } from "../MissingPeer.js"
 import * as Pages from "./Pages.js"
+import * as KeysPage from "./KeysPage.js"
 
 /** Decides whether a request may change admin limits. */
 export type Authorize = (request: HttpServerRequest.HttpServerRequest) => Effect.Effect<boolean>
@@ -168,7 +169,12 @@ export const router = (options: DashboardOptions = {}): HttpRouter.HttpRouter<ne
       const key = meta._tag === "Right" ? meta.right.policies.concurrency?.value.key : undefined
       const override =
         key !== undefined && Option.isSome(f.manager) ? Option.getOrUndefined(yield* f.manager.value.get(key)) : undefined
-      return page(Pages.jobPage(f, { detail: detail.value, override }))
+      const j = detail.value.job
+      const live =
+        key !== undefined && (j.state === "Processing" || j.state === "Enqueued" || j.state === "Scheduled")
+          ? KeysPage.lineCard(f, j, yield* (yield* JobStore).insight.line(key, { id: j.id, override: override?.slots ?? null }))
+          : undefined
+      return page(Pages.jobPage(f, { detail: detail.value, override, live }))
     })
   )
 
@@ -176,6 +182,20 @@ export const router = (options: DashboardOptions = {}): HttpRouter.HttpRouter<ne
     Effect.gen(function* () {
       const f = yield* frame
       return page(Pages.countersPage(f, yield* (yield* JobStore).counters))
+    })
+  )
+
+  const keys = guarded(
+    Effect.gen(function* () {
+      const f = yield* frame
+      if (Option.isNone(f.manager)) return yield* notFound("The concurrency addon is not registered in this application.")
+      const params = yield* HttpServerRequest.ParsedSearchParams
+      const rawPage = typeof params.page === "string" ? params.page : "1"
+      const n = /^\d{1,9}$/.test(rawPage) ? Math.max(1, Number(rawPage)) : 1
+      const overrides = yield* f.manager.value.list
+      const now = new Date()
+      const got = yield* (yield* JobStore).insight.liveKeys({ overrides, limit: pageSize, offset: (n - 1) * pageSize })
+      return page(KeysPage.keysPage(f, { rows: got.rows, total: got.total, page: n, pageSize, now }))
     })
   )
 
@@ -278,6 +298,7 @@ export const router = (options: DashboardOptions = {}): HttpRouter.HttpRouter<ne
       HttpRouter.get(at("/jobs/:id"), job),
       HttpRouter.get(at("/counters"), counters),
       HttpRouter.get(at("/concurrency"), concurrency),
+      HttpRouter.get(at("/keys"), keys),
       HttpRouter.post(at("/concurrency"), concurrencyPost)
     )
 }
