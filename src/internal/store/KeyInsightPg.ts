@@ -18,8 +18,8 @@ const fail = (operation: string) => (cause: unknown) => new StoreError({ operati
 
 const toDate = (v: unknown): Date | null => (v === null || v === undefined ? null : new Date(v as any))
 
-/** Builds the views on a `SqlClient`. */
-export const make = (sql: SqlClient.SqlClient): KeyInsightService => {
+/** The views' statements on a `SqlClient`, and the views. */
+export const makeWithStatements = (sql: SqlClient.SqlClient) => {
   // spelled as in the predicates of `warp_jobs_key_live` / `warp_jobs_key_done`, so the planner uses them
   const key = sql`(metadata #>> '{policies,concurrency,value,key}')`
   const liveKeyed = sql`state IN ('Scheduled','Enqueued','Processing') AND ${key} IS NOT NULL`
@@ -62,14 +62,17 @@ export const make = (sql: SqlClient.SqlClient): KeyInsightService => {
       FROM warp_jobs WHERE ${doneKeyed} AND ${key} = p.key AND updated_at >= ${day}
     ) e ON TRUE
     LEFT JOIN LATERAL (
-      SELECT ${sql.csv(windows.map((w) => sql`count(*) FILTER (WHERE l.at >= ${ago(w.seconds)})::int AS ${sql.literal(`r${w.name}`)}`))}
+      SELECT ${sql.csv(windows.map((w) => sql`coalesce(sum(c.${sql.literal(`r${w.name}`)}), 0)::int AS ${sql.literal(`r${w.name}`)}`))}
       FROM (
         SELECT id FROM warp_jobs WHERE ${liveKeyed} AND ${key} = p.key
         UNION ALL
         SELECT id FROM warp_jobs WHERE ${doneKeyed} AND ${key} = p.key AND updated_at >= ${day}
       ) j
-      JOIN warp_job_logs l ON l.job_id = j.id
-      WHERE l.kind = 'Requeued' AND l.at >= ${day}
+      -- per job through warp_job_logs_job (job_id, id): never a scan of the audit table
+      CROSS JOIN LATERAL (
+        SELECT ${sql.csv(windows.map((w) => sql`count(*) FILTER (WHERE l.at >= ${ago(w.seconds)}) AS ${sql.literal(`r${w.name}`)}`))}
+        FROM warp_job_logs l WHERE l.job_id = j.id AND l.kind = 'Requeued' AND l.at >= ${day}
+      ) c
     ) r ON TRUE`
 
   const toSummary = (r: any): KeySummary => {
@@ -101,11 +104,11 @@ export const make = (sql: SqlClient.SqlClient): KeyInsightService => {
   }
   const rowsOf = (v: unknown): Array<any> => (typeof v === "string" ? JSON.parse(v) : (v as Array<any>))
 
-  return {
-    liveKeys: ({ limit, offset, overrides }) =>
-      Effect.gen(function* () {
-        const window = isWindow(limit, offset)
-        const rows = yield* sql`
+  /** The statements of the reads (the benchmark EXPLAINs them). */
+  const statements = {
+    liveKeys: ({ limit, offset, overrides }: Parameters<KeyInsightService["liveKeys"]>[0]) => {
+      const window = isWindow(limit, offset)
+      return sql`
           WITH o AS (
             SELECT x.key, x.slots FROM jsonb_to_recordset(${JSON.stringify(overrides.map((o) => ({ key: o.key, slots: o.slots })))}::jsonb) AS x(key text, slots int)
           ), live AS (
@@ -124,13 +127,9 @@ export const make = (sql: SqlClient.SqlClient): KeyInsightService => {
             SELECT * FROM k ORDER BY pressure DESC, key COLLATE "C" LIMIT ${window ? limit : 0} OFFSET ${window ? offset : 0}
           )
           SELECT (SELECT count(*)::int FROM k) AS total, (${detailed(sql`SELECT * FROM page`)}) AS rows`
-        const row = rows[0] as any
-        return { rows: rowsOf(row.rows).map(toSummary), total: Number(row.total) }
-      }).pipe(Effect.mapError(fail("liveKeys"))),
-
-    line: (k, { id, override }) =>
-      Effect.gen(function* () {
-        const rows = yield* sql`
+    },
+    line: (k: string, { id, override }: Parameters<KeyInsightService["line"]>[1]) =>
+      sql`
           WITH one AS (
             SELECT ${k}::text AS key,
                    count(*) FILTER (WHERE state = 'Processing')::int AS running,
@@ -145,8 +144,25 @@ export const make = (sql: SqlClient.SqlClient): KeyInsightService => {
                  (SELECT count(*)::int FROM warp_jobs w, (SELECT schedule_time, id FROM warp_jobs WHERE id = ${id}) me
                   WHERE w.state IN ('Scheduled','Enqueued') AND (w.metadata #>> '{policies,concurrency,value,key}') = ${k}
                     AND (w.schedule_time, w.id) < (me.schedule_time, me.id)) AS ahead`
+  }
+
+  const service: KeyInsightService = {
+    liveKeys: ({ limit, offset, overrides }) =>
+      Effect.gen(function* () {
+        const rows = yield* statements.liveKeys({ limit, offset, overrides })
+        const row = rows[0] as any
+        return { rows: rowsOf(row.rows).map(toSummary), total: Number(row.total) }
+      }).pipe(Effect.mapError(fail("liveKeys"))),
+
+    line: (k, { id, override }) =>
+      Effect.gen(function* () {
+        const rows = yield* statements.line(k, { id, override })
         const row = rows[0] as any
         return { summary: toSummary(rowsOf(row.rows)[0]), ahead: Number(row.ahead ?? 0) }
       }).pipe(Effect.mapError(fail("line")))
   }
+  return { service, statements }
 }
+
+/** Builds the views on a `SqlClient`. */
+export const make = (sql: SqlClient.SqlClient): KeyInsightService => makeWithStatements(sql).service
