@@ -7,7 +7,7 @@
  *   DATABASE_URL=postgres://postgres@127.0.0.1:5432/test npx tsx scripts/key-insight-bench.ts
  *
  * Drops and recreates the database `warp_keys_bench` on that server (dropped again at the end unless
- * KEEP=1).
+ * KEEP=1; REUSE=1 times a kept one without seeding it again).
  */
 import * as PgClient from "@effect/sql-pg/PgClient"
 import * as SqlClient from "@effect/sql/SqlClient"
@@ -20,8 +20,8 @@ import * as Migrations from "../src/internal/store/Migrations.js"
 const base = process.env.DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/test"
 const KEYS = Number(process.env.KEYS ?? 100_000)
 const JOBS = Number(process.env.JOBS ?? 1_000_000)
-const LIVE = Math.round(JOBS * 0.3)
-const KEYED_ENDED = Math.round(JOBS * 0.6)
+const LIVE = Math.round(JOBS * Number(process.env.LIVE_FRACTION ?? 0.3))
+const KEYED_ENDED = Math.round((JOBS - LIVE) * 6 / 7)
 const REQUEUES = Number(process.env.REQUEUES ?? 500_000)
 const db = "warp_keys_bench"
 const url = (() => {
@@ -55,7 +55,7 @@ const program = Effect.gen(function* () {
   const run = <A>(e: Effect.Effect<A, unknown>) => Effect.runPromise(e)
   yield* Migrations.core
   yield* Migrations.concurrency
-  yield* Effect.promise(() =>
+  if (process.env.REUSE !== "1") yield* Effect.promise(() =>
     t("seed", () =>
       run(
         Effect.gen(function* () {
@@ -125,16 +125,20 @@ const program = Effect.gen(function* () {
     times.sort((a, b) => a - b)
     console.log(`\n== ${label}: store call median ${times[2]!.toFixed(1)} ms (min ${times[0]!.toFixed(1)}, max ${times[4]!.toFixed(1)}, 5 runs after a warm-up)`)
     const [text, params] = statement.compile()
+    // as the store runs it: `liveKeys` turns JIT off for its statement
+    yield* Effect.promise(() => client.query(`SET jit = ${label.startsWith("liveKeys") ? "off" : "on"}`))
     const plan = yield* Effect.promise(() => client.query(`EXPLAIN (ANALYZE, BUFFERS) ${text}`, params as Array<unknown>))
     const lines = plan.rows.map((r: any) => r["QUERY PLAN"] as string)
-    console.log(lines.filter((l) => /Scan|Execution Time|Planning Time|HashAggregate|GroupAggregate|Sort Method/.test(l)).join("\n"))
+    console.log(lines.filter((l) => /Scan|Execution Time|Planning Time|HashAggregate|GroupAggregate|Sort Method|JIT|Timing/.test(l) && !/never executed/.test(l)).join("\n"))
   }
   yield* Effect.promise(() => client.end())
 })
 
 const main = async () => {
-  await admin(`DROP DATABASE IF EXISTS ${db} WITH (FORCE)`)
-  await admin(`CREATE DATABASE ${db}`)
+  if (process.env.REUSE !== "1") {
+    await admin(`DROP DATABASE IF EXISTS ${db} WITH (FORCE)`)
+    await admin(`CREATE DATABASE ${db}`)
+  }
   try {
     await Effect.runPromise(
       Effect.scoped(Effect.provide(program, PgClient.layer({ url: Redacted.make(url), maxConnections: 2 })))
