@@ -125,8 +125,8 @@ const program = Effect.gen(function* () {
     times.sort((a, b) => a - b)
     console.log(`\n== ${label}: store call median ${times[2]!.toFixed(1)} ms (min ${times[0]!.toFixed(1)}, max ${times[4]!.toFixed(1)}, 5 runs after a warm-up)`)
     const [text, params] = statement.compile()
-    // as the store runs it: `liveKeys` turns JIT off for its statement
-    yield* Effect.promise(() => client.query(`SET jit = ${label.startsWith("liveKeys") ? "off" : "on"}`))
+    // as the store runs them: with JIT off
+    yield* Effect.promise(() => client.query(`SET jit = off`))
     const plan = yield* Effect.promise(() => client.query(`EXPLAIN (ANALYZE, BUFFERS) ${text}`, params as Array<unknown>))
     const lines = plan.rows.map((r: any) => r["QUERY PLAN"] as string)
     console.log(lines.filter((l) => /Scan|Execution Time|Planning Time|HashAggregate|GroupAggregate|Sort Method|JIT|Timing/.test(l) && !/never executed/.test(l)).join("\n"))
