@@ -201,7 +201,7 @@ describe.skipIf(!available)("dashboard in a browser", () => {
     expect(scrollWidth, `${what}: page is ${scrollWidth}px wide in a ${innerWidth}px window`).toBeLessThanOrEqual(innerWidth)
   }
 
-  it("fits 375 px and 1280 px windows without horizontal scrolling, with a 512-character key on the list and the job page", async () => {
+  it("fits 375 px and 1280 px windows without horizontal scrolling, with a 512-character key on the lists, the job page and the keys page", async () => {
     const key = "k".repeat(512)
     const id = JobId.make()
     await app.run(
@@ -236,6 +236,12 @@ describe.skipIf(!available)("dashboard in a browser", () => {
       await page.goto(`${withAddon.url}/concurrency`)
       await noHorizontalOverflow(page, `concurrency at ${width}`)
       await shot(page, `concurrency-long-key-${width}`)
+      await page.goto(`${withAddon.url}/keys`)
+      await expect(page.locator(`tr[data-key="${key}"]`).count()).resolves.toBe(1)
+      await noHorizontalOverflow(page, `keys at ${width}`)
+      await shot(page, `keys-long-key-${width}`)
+      await page.goto(`${withAddon.url}/workers`)
+      await noHorizontalOverflow(page, `workers at ${width}`)
       await page.close()
     }
     await app.run(Effect.flatMap(F.ConcurrencyLimitManager, (m) => m.removeLimit(key)))

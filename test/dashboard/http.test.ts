@@ -384,7 +384,8 @@ describe("store failures", () => {
       reportWorker: () => down,
       removeWorker: () => down,
       workers: down,
-      locks: { tryAcquire: () => Effect.die("unused") }
+      locks: { tryAcquire: () => Effect.die("unused") },
+      insight: { liveKeys: () => down, line: () => down }
     })
     const broken = await F.serve({ context: Context.make(F.JobStoreTag, store) } as F.App<F.Env>)
     try {

@@ -43,6 +43,7 @@ import * as Actions from "./Actions.js"
 import * as Filters from "./Filters.js"
 import * as JobsPage from "./JobsPage.js"
 import * as Pages from "./Pages.js"
+import * as KeysPage from "./KeysPage.js"
 import * as Refresh from "./Refresh.js"
 import * as WorkersPage from "./WorkersPage.js"
 
@@ -248,11 +249,16 @@ export const router = (options: DashboardOptions = {}): HttpRouter.HttpRouter<ne
       const key = meta._tag === "Right" ? meta.right.policies.concurrency?.value.key : undefined
       const override =
         key !== undefined && Option.isSome(f.manager) ? Option.getOrUndefined(yield* f.manager.value.get(key)) : undefined
+      const j = detail.value.job
+      const live =
+        key !== undefined && (j.state === "Processing" || j.state === "Enqueued" || j.state === "Scheduled")
+          ? KeysPage.lineCard(f, j, yield* (yield* JobStore).insight.line(key, { id: j.id, override: override?.slots ?? null }))
+          : undefined
       const n = nonceOf(request)
       const writable = yield* authorize(request)
       const flash = flashOf(request)
-      const actions = writable ? Actions.jobButtons(f, detail.value.job, csrf.token(n.nonce), Csrf.fieldName) : undefined
-      return withNonceCookie(flash.clear(page(Pages.jobPage(f, { detail: detail.value, override, now: new Date(), actions, flash: flash.text }))), n)
+      const actions = writable ? Actions.jobButtons(f, j, csrf.token(n.nonce), Csrf.fieldName) : undefined
+      return withNonceCookie(flash.clear(page(Pages.jobPage(f, { detail: detail.value, override, now: new Date(), actions, flash: flash.text, live }))), n)
     })
   )
 
@@ -387,6 +393,23 @@ export const router = (options: DashboardOptions = {}): HttpRouter.HttpRouter<ne
     })
   )
 
+  const keys = guarded(
+    Effect.gen(function* () {
+      const f = yield* frame
+      if (Option.isNone(f.manager)) return yield* notFound("The concurrency addon is not registered in this application.")
+      const params = yield* HttpServerRequest.ParsedSearchParams
+      const rawPage = params.page === undefined ? "1" : params.page
+      if (typeof rawPage !== "string" || !/^[1-9]\d{0,8}$/.test(rawPage)) {
+        return badRequest(f, "The page must be a whole number from 1; nothing to show for this address.")
+      }
+      const n = Number(rawPage)
+      const overrides = yield* f.manager.value.list
+      const now = new Date()
+      const got = yield* (yield* JobStore).insight.liveKeys({ overrides, limit: pageSize, offset: (n - 1) * pageSize })
+      return page(KeysPage.keysPage(f, { rows: got.rows, total: got.total, page: n, pageSize, now }))
+    })
+  )
+
   const concurrencyView = (
     f: Pages.Frame,
     manager: ConcurrencyLimitManagerService,
@@ -474,6 +497,7 @@ export const router = (options: DashboardOptions = {}): HttpRouter.HttpRouter<ne
       HttpRouter.get(at("/counters"), counters),
       HttpRouter.get(at("/workers"), workers),
       HttpRouter.get(at("/concurrency"), concurrency),
+      HttpRouter.get(at("/keys"), keys),
       HttpRouter.post(at("/concurrency"), concurrencyPost)
     )
 }

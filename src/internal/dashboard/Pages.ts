@@ -14,6 +14,7 @@ import { type Html, html, raw } from "./Html.js"
 import type { FieldError } from "./LimitForm.js"
 import * as Refresh from "./Refresh.js"
 import { absolute, duration, durations, when } from "./Time.js"
+import * as TrailFold from "./TrailFold.js"
 
 /** The stylesheet, inlined in every page (and allowed by its hash in the CSP). */
 export const css = `
@@ -183,6 +184,8 @@ export interface JobView {
   /** The operator's action buttons (a request that may write), or nothing. */
   readonly actions?: Html | undefined
   readonly flash?: string | undefined
+  /** The key's live slots and waiting line (`KeysPage.lineCard`), for a live job whose row carries a key. */
+  readonly live?: Html | undefined
 }
 
 /** One job: facts, concurrency key, stamped policy per family, payload, audit trail. */
@@ -194,7 +197,11 @@ export const jobPage = (frame: Frame, v: JobView): Html => {
   const conc = meta?.policies.concurrency
   const concurrencyCard =
     conc === undefined
-      ? html`<div class="card callout none" id="concurrency"><div class="muted">Concurrency key</div><div class="big">none</div><div class="muted">${meta?.stampedAt === undefined ? "Nothing stamped yet: the policy is resolved and written by the first attempt." : "This job runs without a concurrency slot."}</div></div>`
+      ? html`<div class="card callout none" id="concurrency"><div class="muted">Concurrency key</div><div class="big">${meta?.stampedAt === undefined ? "not on the row yet" : "none"}</div><div class="muted" data-testid="concurrency-unresolved">${meta?.stampedAt === undefined
+          ? j.state === "Processing"
+            ? "Resolved when the job first runs: this attempt resolved its policy from the handler or contract (none was passed at enqueue) and writes it to the row when it finishes."
+            : "Resolved when the job first runs: no key was passed at enqueue; the handler or contract may declare one."
+          : "This job runs without a concurrency slot."}</div></div>`
       : html`<div class="card callout" id="concurrency"><div class="muted">Concurrency key</div><div class="big mono" data-testid="concurrency-key">${conc.value.key}</div>
 <div>${conc.value.limit === 1 ? "Mutex" : "Semaphore"} · declared limit ${conc.value.limit} · mode ${conc.value.mode} · from the ${conc.source}</div>
 ${v.override === undefined
@@ -213,8 +220,10 @@ ${families.length === 0
       (f) => html`<tr><td>${f}</td><td>${badge(encoded!.policies[f]!.source)}</td><td class="mono">${describeValue(encoded!.policies[f]!.value)}</td></tr>`
     )}</tbody></table>`}`
   const now = v.now ?? new Date()
-  const logs = v.detail.logs.map(
-    (l) => html`<tr><td class="nowrap" data-label="Time">${when(l.at, now)}</td><td data-label="Kind">${badge(l.kind)}</td><td class="wrap" data-label="Message">${l.message}</td></tr>`
+  const logs = TrailFold.fold(v.detail.logs).map((l) =>
+    l._tag === "Entry"
+      ? html`<tr><td class="nowrap" data-label="Time">${when(l.log.at, now)}</td><td data-label="Kind">${badge(l.log.kind)}</td><td class="wrap" data-label="Message">${l.log.message}</td></tr>`
+      : html`<tr class="folded"><td class="nowrap" data-label="Time">${when(l.first, now)}</td><td data-label="Kind">${badge("Requeued")}</td><td class="wrap" data-label="Message"><strong>requeued ${l.count}× between ${time(l.first)} and ${time(l.last)}</strong>: ${l.message} <span class="muted">(${l.entries} entries folded)</span></td></tr>`
   )
   const d = durations(v.detail, now)
   return layout(
@@ -228,7 +237,7 @@ ${flashBanner(v.flash)}${v.actions ?? ""}
 <dt>Attempts</dt><dd>${j.attempt}</dd><dt>Scheduled for</dt><dd>${when(j.scheduleTime, now)}</dd><dt>Created</dt><dd>${when(j.createdAt, now)}</dd>
 <dt>Updated</dt><dd>${when(j.updatedAt, now)}</dd><dt>Claimed by</dt><dd>${j.lockedBy ?? "—"}${j.leaseUntil === null ? "" : html` until ${when(j.leaseUntil, now)}`}</dd>
 <dt>Queued</dt><dd data-testid="queued">${duration(d.queued)}</dd><dt>Running</dt><dd data-testid="running">${d.running === undefined ? "—" : duration(d.running)}</dd><dt>Total</dt><dd data-testid="total">${duration(d.total)}</dd>
-</dl></div>${concurrencyCard}</div>
+</dl></div>${concurrencyCard}</div>${v.live ?? ""}
 <h2>Policy (metadata)</h2>${policyTable}
 <h2>Payload</h2><pre class="payload">${JSON.stringify(j.payload, null, 2)}</pre>
 <h2>Audit trail</h2><table class="stack"><thead><tr><th>Time</th><th>Kind</th><th>Message</th></tr></thead><tbody>${logs}</tbody></table>`
@@ -328,7 +337,7 @@ export const concurrencyPage = (frame: Frame, v: ConcurrencyView): Html => {
     frame,
     "concurrency",
     "Concurrency limits",
-    html`<h1>Concurrency limits</h1><p class="lead">Admin overrides win over declared limits (admin row &gt; declared &gt; 1) from each job's next pickup, and survive redeploys until removed.</p>
+    html`<h1>Concurrency limits</h1><p class="lead">Admin overrides win over declared limits (admin row &gt; declared &gt; 1) from each job's next pickup, and survive redeploys until removed. <a href="${frame.prefix}/keys">Live keys: holders, waiting jobs and recent outcomes →</a></p>
 ${flashBanner(v.notice)}
 ${v.errors === undefined || v.errors.length === 0 ? "" : html`<div class="error" role="alert"><strong>Nothing was changed.</strong><ul>${v.errors.map((e) => html`<li>${e.field === "key" ? "Key" : "Slots"}: ${e.message}</li>`)}</ul></div>`}
 ${writable ? "" : html`<div class="readonly" role="note"><strong>Writes are disabled.</strong> This dashboard is read-only; the application enables changes through the dashboard's <code>authorize</code> option.</div>`}

@@ -16,6 +16,7 @@ import * as Describe from "../error/Describe.js"
 import { PositiveInt } from "../policy/PolicyValues.js"
 import type { SemaphoreProviderService } from "../semaphore/SemaphoreProvider.js"
 import type { FusedRelease } from "../semaphore/SemaphoreProviderPg.js"
+import type { KeyInsightService } from "./KeyInsight.js"
 import type { StoreError } from "./StoreError.js"
 
 /** The single finalizing write of one attempt. */
@@ -252,6 +253,8 @@ export interface JobStoreService {
    * on them, so that serialization holds across processes without another service to provide.
    */
   readonly locks: SemaphoreProviderService
+  /** Read-only views of concurrency keys for the dashboard (live keys, holders, waiting lines, windowed counts). */
+  readonly insight: KeyInsightService
 }
 
 /** The job store service tag. Provide `JobStorePg.layer` or `JobStoreMemory.layer`. */

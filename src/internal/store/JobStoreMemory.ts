@@ -33,6 +33,7 @@ import {
   type WorkerReport
 } from "./JobStore.js"
 import * as SemaphoreProviderMemory from "../semaphore/SemaphoreProviderMemory.js"
+import * as KeyInsightMemory from "./KeyInsightMemory.js"
 import { StoreError } from "./StoreError.js"
 
 const clone = (j: Job, patch: Partial<ConstructorParameters<typeof Job>[0]>): Job => new Job({ ...j, ...patch })
@@ -45,6 +46,7 @@ export const make = Effect.flatMap(SemaphoreProviderMemory.make, (locks) => Effe
   const workers = new Map<string, { report: WorkerReport; startedAt: Date; seenAt: Date }>()
   /** Jobs marked as holding a slot of a `CancelRunning` key (see `markHolder`), cleared by their finalize. */
   const holders = new Map<string, string>()
+  const originFor = new Map<string, Date>()
 
   const log = (jobId: string, at: Date, kind: JobLog["kind"], message: string) => {
     const list = logs.get(jobId) ?? []
@@ -111,6 +113,7 @@ export const make = Effect.flatMap(SemaphoreProviderMemory.make, (locks) => Effe
                 leaseUntil: null
               })
             )
+            if (r.state === "Scheduled") originFor.set(r.id, r.scheduleTime)
             log(r.id, at, r.state, r.state === "Scheduled" ? `Scheduled for ${r.scheduleTime.toISOString()}` : "Enqueued")
           }
           return Effect.void
@@ -319,7 +322,9 @@ export const make = Effect.flatMap(SemaphoreProviderMemory.make, (locks) => Effe
 
     counters: Effect.sync(() => new Map(counters)),
 
-    locks
+    locks,
+
+    insight: KeyInsightMemory.make({ jobs, logs, originFor })
   }
   return service
 }))

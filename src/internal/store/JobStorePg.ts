@@ -37,6 +37,7 @@ import {
   type WorkerInfo
 } from "./JobStore.js"
 import * as SemaphoreProviderPg from "../semaphore/SemaphoreProviderPg.js"
+import * as KeyInsightPg from "./KeyInsightPg.js"
 import * as Migrations from "./Migrations.js"
 import { StoreError } from "./StoreError.js"
 
@@ -568,7 +569,9 @@ export const make = Effect.gen(function* () {
       Effect.mapError(fail("counters"))
     ),
 
-    locks
+    locks,
+
+    insight: KeyInsightPg.make(sql)
   }
   return service
 })

@@ -19,6 +19,7 @@ import core0003 from "../../../migrations/core/0003_warp_jobs_fifo.js"
 import core0004 from "../../../migrations/core/0004_warp_jobs_origin.js"
 import core0005 from "../../../migrations/core/0005_warp_counters_shards.js"
 import core0006 from "../../../migrations/core/0006_warp_cancel_workers.js"
+import core0007 from "../../../migrations/core/0007_warp_jobs_key_insight.js"
 
 const run = (migrations: Record<string, Effect.Effect<void, unknown, SqlClient.SqlClient>>, table: string) =>
   Migrator.make({})({ loader: Migrator.fromRecord(migrations), table })
@@ -34,7 +35,8 @@ export const core: MigrationRun = run(
     "0003_warp_jobs_fifo": core0003,
     "0004_warp_jobs_origin": core0004,
     "0005_warp_counters_shards": core0005,
-    "0006_warp_cancel_workers": core0006
+    "0006_warp_cancel_workers": core0006,
+    "0007_warp_jobs_key_insight": core0007
   },
   "warp_migrations"
 )

@@ -1,0 +1,98 @@
+/**
+ * The key views of the in-memory store: straight scans of its maps (correctness over speed).
+ *
+ * @since 0.3.0
+ */
+import * as Clock from "effect/Clock"
+import * as Effect from "effect/Effect"
+import type { Job, JobLog } from "../job/Job.js"
+import { isWindow } from "./JobStore.js"
+import {
+  type KeyHolder,
+  type KeyInsightService,
+  keyOfMetadata,
+  type KeySummary,
+  limitOfMetadata,
+  maxHolders,
+  windows,
+  type WindowCounts,
+  type WindowName
+} from "./KeyInsight.js"
+
+/** What the views read from the memory store. */
+export interface MemoryState {
+  readonly jobs: ReadonlyMap<string, Job>
+  readonly logs: ReadonlyMap<string, ReadonlyArray<JobLog>>
+  /** The time a job created Scheduled was created for (absent: created Enqueued). */
+  readonly originFor: ReadonlyMap<string, Date>
+}
+
+const live = (j: Job) => j.state === "Scheduled" || j.state === "Enqueued" || j.state === "Processing"
+const pending = (j: Job) => j.state === "Scheduled" || j.state === "Enqueued"
+const byKey = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0)
+
+/** Builds the views over a memory store's state. */
+export const make = (state: MemoryState): KeyInsightService => {
+  const summarize = (key: string, adminSlots: number | null, now: number): KeySummary => {
+    const rows = [...state.jobs.values()].filter((j) => keyOfMetadata(j.metadata) === key)
+    const liveRows = rows.filter(live)
+    const due = liveRows.filter((j) => pending(j) && j.scheduleTime.getTime() <= now)
+    const since = due.length === 0
+      ? null
+      : new Date(Math.min(...due.map((j) => Math.max(j.createdAt.getTime(), state.originFor.get(j.id)?.getTime() ?? 0))))
+    const limits = liveRows.map((j) => limitOfMetadata(j.metadata))
+    const holders: Array<KeyHolder> = liveRows
+      .filter((j) => j.state === "Processing")
+      .sort((a, b) => a.updatedAt.getTime() - b.updatedAt.getTime() || byKey(a.id, b.id))
+      .map((j) => ({ id: j.id, type: j.type, workerId: j.lockedBy, since: j.updatedAt }))
+    const counts = {} as Record<WindowName, WindowCounts>
+    for (const w of windows) {
+      const from = now - w.seconds * 1000
+      let requeued = 0
+      for (const j of rows) {
+        for (const l of state.logs.get(j.id) ?? []) if (l.kind === "Requeued" && l.at.getTime() >= from) requeued++
+      }
+      const ended = (s: Job["state"]) => rows.filter((j) => j.state === s && j.updatedAt.getTime() >= from).length
+      counts[w.name] = { requeued, succeeded: ended("Succeeded"), deleted: ended("Deleted") }
+    }
+    return {
+      key,
+      running: holders.length,
+      waiting: due.length,
+      waitingSince: since,
+      declared: limits.length === 0 ? null : { min: Math.min(...limits), max: Math.max(...limits) },
+      adminSlots,
+      pressure: since === null ? 0 : due.length * Math.max(0, (now - since.getTime()) / 1000),
+      holders: holders.slice(0, maxHolders),
+      windows: counts
+    }
+  }
+
+  return {
+    liveKeys: ({ limit, offset, overrides }) =>
+      Effect.map(Clock.currentTimeMillis, (now) => {
+        const admin = new Map(overrides.map((o) => [o.key, o.slots]))
+        const keys = new Set(admin.keys())
+        for (const j of state.jobs.values()) {
+          const k = keyOfMetadata(j.metadata)
+          if (k !== undefined && live(j)) keys.add(k)
+        }
+        const all = [...keys]
+          .map((k) => summarize(k, admin.get(k) ?? null, now))
+          .sort((a, b) => b.pressure - a.pressure || byKey(a.key, b.key))
+        return { rows: isWindow(limit, offset) ? all.slice(offset, offset + limit) : [], total: all.length }
+      }),
+    line: (key, { id, override }) =>
+      Effect.map(Clock.currentTimeMillis, (now) => {
+        const me = state.jobs.get(id)
+        const t = me?.scheduleTime.getTime() ?? Number.NEGATIVE_INFINITY
+        let ahead = 0
+        for (const j of state.jobs.values()) {
+          if (!pending(j) || keyOfMetadata(j.metadata) !== key) continue
+          const s = j.scheduleTime.getTime()
+          if (s < t || (s === t && j.id < id)) ahead++
+        }
+        return { summary: summarize(key, override, now), ahead }
+      })
+  }
+}
