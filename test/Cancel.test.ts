@@ -7,49 +7,16 @@ import { describe, expect, it } from "@effect/vitest"
 import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
-import {
-  Concurrency,
-  Contract,
-  Handler,
-  JobStoreMemory,
-  Publisher,
-  Registry,
-  Semaphore,
-  SemaphoreProviderMemory,
-  Worker
-} from "warp-effect"
+import { Concurrency, Contract, Handler, Publisher, Semaphore, Worker } from "warp-effect"
 import { cancelText, JobStore, operatorCause } from "../src/internal/store/JobStore.js"
-import { detail } from "./support/runtime.js"
-import { pgWorkerEnv } from "./support/env.js"
+import { detail, until } from "./support/runtime.js"
+import { workerEnvs } from "./support/env.js"
 
 const Work = Contract.job("Work", Schema.Struct({ i: Schema.Number }), { policy: [Semaphore("api", 1)] })
 
-const setups = [
-  [
-    "memory",
-    (handlers: ReadonlyArray<Handler.JobHandler<any, any, never>>) =>
-      Publisher.layer.pipe(
-        Layer.provideMerge(Registry.layer({ handlers })),
-        Layer.provideMerge(Concurrency.layerMemoryLimits),
-        Layer.provideMerge(SemaphoreProviderMemory.layer),
-        Layer.provideMerge(JobStoreMemory.layer)
-      )
-  ],
-  ["postgres", (handlers: ReadonlyArray<Handler.JobHandler<any, any, never>>) => pgWorkerEnv(handlers)]
-] as const
+const setups = workerEnvs
 
-/** Polls `read` every 10 ms until `done` holds (bounded: dies after 20 s). */
-const until = <A, E, R>(read: Effect.Effect<A, E, R>, done: (a: A) => boolean) =>
-  Effect.gen(function* () {
-    for (let i = 0; i < 2000; i++) {
-      const a = yield* read
-      if (done(a)) return a
-      yield* Effect.sleep("10 millis")
-    }
-    return yield* Effect.dieMessage("condition not reached in 20 s")
-  })
 
 for (const [name, env] of setups) {
   describe(`Cancelling jobs on ${name}`, () => {

@@ -6,42 +6,19 @@
 import { describe, expect, it } from "@effect/vitest"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
-import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
-import { Concurrency, Contract, Handler, JobStoreMemory, Mutex, Publisher, Registry, SemaphoreProviderMemory, Worker } from "warp-effect"
+import { Concurrency, Contract, Handler, Mutex, Publisher, Worker } from "warp-effect"
 import { cancelledText, replacingText, requeuedText } from "../src/internal/concurrency/ConcurrencyBehavior.js"
 import { cancelText, replacedCause } from "../src/internal/store/JobStore.js"
 import { HolderCounter } from "./support/holders.js"
-import { detail } from "./support/runtime.js"
-import { pgWorkerEnv } from "./support/env.js"
+import { detail, until } from "./support/runtime.js"
+import { workerEnvs } from "./support/env.js"
 
 const Deploy = Contract.job("Deploy", Schema.Struct({ n: Schema.Number }), { policy: [Mutex("deploy", { mode: "CancelRunning" })] })
 const Report = Contract.job("Report", Schema.Struct({ n: Schema.Number }), { policy: [Mutex("report", { mode: "CancelNewest" })] })
 
-const setups = [
-  [
-    "memory",
-    (handlers: ReadonlyArray<Handler.JobHandler<any, any, never>>) =>
-      Publisher.layer.pipe(
-        Layer.provideMerge(Registry.layer({ handlers })),
-        Layer.provideMerge(Concurrency.layerMemoryLimits),
-        Layer.provideMerge(SemaphoreProviderMemory.layer),
-        Layer.provideMerge(JobStoreMemory.layer)
-      )
-  ],
-  ["postgres", (handlers: ReadonlyArray<Handler.JobHandler<any, any, never>>) => pgWorkerEnv(handlers)]
-] as const
+const setups = workerEnvs
 
-/** Polls `read` every 10 ms until `done` holds (bounded: dies after 20 s). */
-const until = <A, E, R>(read: Effect.Effect<A, E, R>, done: (a: A) => boolean) =>
-  Effect.gen(function* () {
-    for (let i = 0; i < 2000; i++) {
-      const a = yield* read
-      if (done(a)) return a
-      yield* Effect.sleep("10 millis")
-    }
-    return yield* Effect.dieMessage("condition not reached in 20 s")
-  })
 
 const worker = Worker.make({ addons: [Concurrency.addon], concurrency: 3, pollInterval: "10 millis", cancelCheckInterval: "20 millis" })
 

@@ -4,42 +4,17 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
-import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
-import {
-  Concurrency,
-  Contract,
-  Handler,
-  InvalidPolicy,
-  JobParameters,
-  JobStoreMemory,
-  Publisher,
-  Registry,
-  Semaphore,
-  SemaphoreProviderMemory,
-  Worker
-} from "warp-effect"
+import { Concurrency, Contract, Handler, InvalidPolicy, JobParameters, Publisher, Semaphore, Worker } from "warp-effect"
 import { groupCancelledText, groupRequeuedText } from "../src/internal/concurrency/ConcurrencyBehavior.js"
 import { HolderCounter } from "./support/holders.js"
 import { detail, drained } from "./support/runtime.js"
-import { pgWorkerEnv } from "./support/env.js"
+import { workerEnvs } from "./support/env.js"
 
 const Export = Contract.job("Export", Schema.Struct({ tenant: Schema.String, i: Schema.Number }))
 const exportsCap = { group: "exports", limit: 3 } as const
 
-const setups = [
-  [
-    "memory",
-    (handlers: ReadonlyArray<Handler.JobHandler<any, any, never>>) =>
-      Publisher.layer.pipe(
-        Layer.provideMerge(Registry.layer({ handlers })),
-        Layer.provideMerge(Concurrency.layerMemoryLimits),
-        Layer.provideMerge(SemaphoreProviderMemory.layer),
-        Layer.provideMerge(JobStoreMemory.layer)
-      )
-  ],
-  ["postgres", (handlers: ReadonlyArray<Handler.JobHandler<any, any, never>>) => pgWorkerEnv(handlers)]
-] as const
+const setups = workerEnvs
 
 for (const [name, env] of setups) {
   describe(`Total caps on ${name}`, () => {

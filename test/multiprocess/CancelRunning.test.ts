@@ -6,12 +6,11 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
-import * as Layer from "effect/Layer"
-import { Concurrency, JobParameters, JobStorePg, Publisher, Registry, SemaphoreProviderMemory } from "warp-effect"
-import { type ChildWorker, spawnWorker } from "../soak/children.js"
+import { JobParameters, Publisher } from "warp-effect"
+import { type ChildWorker, parentEnv, spawnWorker } from "../soak/children.js"
 import { checkOverlaps, loadIntervals } from "../soak/intervals.js"
-import { createTables, recordingHandler, Work } from "../soak/workload.js"
-import { createDatabase, dropDatabase, pgLayer } from "../support/db.js"
+import { createTables, Work } from "../soak/workload.js"
+import { createDatabase, dropDatabase } from "../support/db.js"
 import { detail, drained } from "../support/runtime.js"
 
 const keys = ["deploy-a", "deploy-b", "deploy-c"]
@@ -28,12 +27,7 @@ describe("multi-process CancelRunning: 2 processes x 4 fibers", () => {
   })
 
   it.live("newer jobs replace older running ones; never two of a key inside; the newest of each key succeeds; nothing lost", () => {
-    const env = Publisher.layer.pipe(
-      Layer.provideMerge(Registry.layer({ handlers: [recordingHandler({ proc: "parent", pid: process.pid })] })),
-      Layer.provideMerge(Concurrency.layer.pipe(Layer.provide(SemaphoreProviderMemory.layer))),
-      Layer.provideMerge(JobStorePg.layer),
-      Layer.provideMerge(pgLayer(url, 8))
-    )
+    const env = parentEnv(url)
     return Effect.gen(function* () {
       yield* createTables
       children = [

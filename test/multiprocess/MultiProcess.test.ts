@@ -7,13 +7,12 @@
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as Effect from "effect/Effect"
-import * as Layer from "effect/Layer"
-import { Concurrency, JobParameters, JobStorePg, Publisher, Registry, SemaphoreProviderMemory } from "warp-effect"
+import { JobParameters, Publisher } from "warp-effect"
 import { cancelledText } from "../../src/internal/concurrency/ConcurrencyBehavior.js"
-import { type ChildWorker, spawnWorker } from "../soak/children.js"
+import { type ChildWorker, parentEnv, spawnWorker } from "../soak/children.js"
 import { checkOverlaps, loadIntervals } from "../soak/intervals.js"
-import { createTables, recordingHandler, Work } from "../soak/workload.js"
-import { createDatabase, dropDatabase, pgLayer } from "../support/db.js"
+import { createTables, Work } from "../soak/workload.js"
+import { createDatabase, dropDatabase } from "../support/db.js"
 import { detail, drained } from "../support/runtime.js"
 
 interface Group {
@@ -56,15 +55,7 @@ describe("multi-process: 2 processes x 6 fibers on one database", () => {
   })
 
   it.live("Mutex and Semaphore(2, 5), Skip and Wait: never more than N inside, Wait jobs succeed once, Skip surplus Deleted; keyless jobs run once", () => {
-    const env = () =>
-      Publisher.layer.pipe(
-        // the parent only enqueues and reads; its registry is for the publisher's message routing
-        Layer.provideMerge(Registry.layer({ handlers: [recordingHandler({ proc: "parent", pid: process.pid })] })),
-        // migrates the concurrency addon's table before the workers start
-        Layer.provideMerge(Concurrency.layer.pipe(Layer.provide(SemaphoreProviderMemory.layer))),
-        Layer.provideMerge(JobStorePg.layer),
-        Layer.provideMerge(pgLayer(url, 8))
-      )
+    const env = () => parentEnv(url)
     return Effect.gen(function* () {
       const sql = yield* SqlClient.SqlClient
       yield* createTables

@@ -5,12 +5,11 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
-import * as Layer from "effect/Layer"
-import { Concurrency, JobParameters, JobStorePg, Publisher, Registry, SemaphoreProviderMemory } from "warp-effect"
-import { type ChildWorker, spawnWorker } from "../soak/children.js"
+import { JobParameters, Publisher } from "warp-effect"
+import { type ChildWorker, parentEnv, spawnWorker } from "../soak/children.js"
 import { checkOverlaps, loadIntervals } from "../soak/intervals.js"
-import { createTables, recordingHandler, Work } from "../soak/workload.js"
-import { createDatabase, dropDatabase, pgLayer } from "../support/db.js"
+import { createTables, Work } from "../soak/workload.js"
+import { createDatabase, dropDatabase } from "../support/db.js"
 import { detail, drained } from "../support/runtime.js"
 
 const tenants = ["t1", "t2", "t3", "t4", "t5", "t6"]
@@ -28,12 +27,7 @@ describe("multi-process total cap: 2 processes x 6 fibers", () => {
   })
 
   it.live("never more than 2 of a tenant nor 3 of the group inside; every job succeeds once", () => {
-    const env = Publisher.layer.pipe(
-      Layer.provideMerge(Registry.layer({ handlers: [recordingHandler({ proc: "parent", pid: process.pid })] })),
-      Layer.provideMerge(Concurrency.layer.pipe(Layer.provide(SemaphoreProviderMemory.layer))),
-      Layer.provideMerge(JobStorePg.layer),
-      Layer.provideMerge(pgLayer(url, 8))
-    )
+    const env = parentEnv(url)
     return Effect.gen(function* () {
       yield* createTables
       children = [spawnWorker({ url, name: "tc-a", fibers: 6 }), spawnWorker({ url, name: "tc-b", fibers: 6 })]

@@ -3,7 +3,11 @@
  */
 import { type ChildProcess, spawn } from "node:child_process"
 import { fileURLToPath } from "node:url"
+import * as Layer from "effect/Layer"
+import { Concurrency, JobStorePg, Publisher, Registry, SemaphoreProviderMemory } from "warp-effect"
+import { pgLayer } from "../support/db.js"
 import type { ChildConfig } from "../support/workerProcess.js"
+import { recordingHandler } from "./workload.js"
 
 const entry = fileURLToPath(new URL("../support/workerProcess.ts", import.meta.url))
 const root = fileURLToPath(new URL("../../", import.meta.url))
@@ -89,3 +93,15 @@ export class ChildWorker {
 /** Spawns a worker process with the defaults plus `config`. */
 export const spawnWorker = (config: Pick<ChildConfig, "url" | "name"> & Partial<ChildConfig>): ChildWorker =>
   new ChildWorker({ ...childDefaults, ...config })
+
+/**
+ * The parent's side of a multi-process test on `url`: it only enqueues and reads (its registry is for
+ * the publisher's message routing), and migrates the concurrency addon's table before the workers start.
+ */
+export const parentEnv = (url: string) =>
+  Publisher.layer.pipe(
+    Layer.provideMerge(Registry.layer({ handlers: [recordingHandler({ proc: "parent", pid: process.pid })] })),
+    Layer.provideMerge(Concurrency.layer.pipe(Layer.provide(SemaphoreProviderMemory.layer))),
+    Layer.provideMerge(JobStorePg.layer),
+    Layer.provideMerge(pgLayer(url, 8))
+  )

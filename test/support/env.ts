@@ -1,5 +1,5 @@
 import * as Layer from "effect/Layer"
-import { Concurrency, type Handler, JobStorePg, Publisher, Registry, SemaphoreProviderPg } from "warp-effect"
+import { Concurrency, type Handler, JobStoreMemory, JobStorePg, Publisher, Registry, SemaphoreProviderMemory, SemaphoreProviderPg } from "warp-effect"
 import { freshPgLayer } from "./db.js"
 
 /**
@@ -17,3 +17,18 @@ export const pgWorkerEnv = (
     Layer.provideMerge(JobStorePg.layer),
     Layer.provideMerge(freshPgLayer(maxConnections))
   )
+
+/** Publisher, registry of `handlers`, the concurrency addon with in-memory limits, provider and store. */
+export const memoryWorkerEnv = (handlers: ReadonlyArray<Handler.JobHandler<any, any, never> | Handler.MessageHandler<any, any, never>>) =>
+  Publisher.layer.pipe(
+    Layer.provideMerge(Registry.layer({ handlers })),
+    Layer.provideMerge(Concurrency.layerMemoryLimits),
+    Layer.provideMerge(SemaphoreProviderMemory.layer),
+    Layer.provideMerge(JobStoreMemory.layer)
+  )
+
+/** Both worker environments, by name, for suites that run on memory and on PostgreSQL. */
+export const workerEnvs = [
+  ["memory", (handlers: ReadonlyArray<Handler.JobHandler<any, any, never>>) => memoryWorkerEnv(handlers)],
+  ["postgres", (handlers: ReadonlyArray<Handler.JobHandler<any, any, never>>) => pgWorkerEnv(handlers)]
+] as const

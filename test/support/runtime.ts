@@ -25,4 +25,16 @@ export const detail = (id: string) =>
 /** The state of one job. */
 export const stateOf = (id: string): Effect.Effect<JobState, unknown, JobStore> => Effect.map(detail(id), (d) => d.job.state)
 
+/** Polls `read` every 10 ms until `done` holds (bounded: dies after `timeoutMs`, default 20 s). */
+export const until = <A, E, R>(read: Effect.Effect<A, E, R>, done: (a: A) => boolean, timeoutMs = 20_000) =>
+  Effect.gen(function* () {
+    const start = Date.now()
+    while (true) {
+      const a = yield* read
+      if (done(a)) return a
+      if (Date.now() - start > timeoutMs) return yield* Effect.dieMessage(`condition not reached in ${timeoutMs} ms`)
+      yield* Effect.sleep("10 millis")
+    }
+  })
+
 export { Layer }
