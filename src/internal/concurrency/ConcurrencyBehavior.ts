@@ -20,7 +20,7 @@ import type { Job } from "../job/Job.js"
 import { Outcome } from "../job/Outcome.js"
 import * as Telemetry from "../observability/Telemetry.js"
 import type { Behavior } from "../job/Pipeline.js"
-import type { ConcurrencyPolicy } from "../policy/PolicyValues.js"
+import type { ConcurrencyMode, ConcurrencyPolicy } from "../policy/PolicyValues.js"
 import type { SemaphoreError, SemaphoreProviderService, Slot } from "../semaphore/SemaphoreProvider.js"
 import type { ConcurrencyLimitManagerService, LimitStoreError } from "./ConcurrencyLimitManager.js"
 import * as ConcurrencyLimitResolver from "./ConcurrencyLimitResolver.js"
@@ -73,6 +73,9 @@ export const gateTotal = Metric.counter("warp_concurrency_gate_total", { descrip
 /** The metric family of a key: its text up to the first ':' (bounded cardinality). */
 export const keyFamily = Telemetry.keyFamily
 
+/** Whether a job that finds its key (or its group) full is dropped: mode Skip, or its other name CancelNewest. */
+const dropsNewcomer = (mode: ConcurrencyMode): boolean => mode === "Skip" || mode === "CancelNewest"
+
 /**
  * Asks for a slot of `policy.key` at `limit`. Full: `Skipped` in mode Skip (or its other name,
  * CancelNewest), else `Requeued` (Wait, Fifo; CancelRunning, whose behavior then asks older holders to stop).
@@ -85,7 +88,7 @@ export const gate = (
   Effect.map(provider.tryAcquire(LOCK_PREFIX + policy.key, limit, 0), (slot) =>
     Option.isSome(slot)
       ? GateResult.Acquired({ key: policy.key, limit, slot: slot.value })
-      : policy.mode === "Skip" || policy.mode === "CancelNewest"
+      : dropsNewcomer(policy.mode)
         ? GateResult.Skipped({ key: policy.key, limit })
         : GateResult.Requeued({ key: policy.key, limit })
   ).pipe(Effect.tap((r) => Metric.increment(Metric.tagged(Metric.tagged(gateTotal, "result", r._tag), "key_family", keyFamily(policy.key)))))
@@ -166,7 +169,7 @@ export const make = (provider: SemaphoreProviderService, manager: ConcurrencyLim
                   Metric.tagged(Metric.tagged(gateTotal, "result", Option.isSome(group) ? "TotalAcquired" : "TotalFull"), "key_family", keyFamily(key))
                 )
                 if (Option.isNone(group)) {
-                  return policy.mode === "Skip" || policy.mode === "CancelNewest"
+                  return dropsNewcomer(policy.mode)
                     ? Outcome.Deleted({ reason: groupCancelledText(total.group, total.limit) })
                     : Outcome.Requeued({ reason: groupRequeuedText(total.group, total.limit) })
                 }

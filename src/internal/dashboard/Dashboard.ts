@@ -170,6 +170,9 @@ export const router = (options: DashboardOptions = {}): HttpRouter.HttpRouter<ne
       maxAge: "60 seconds"
     })
 
+  /** Whether `id` could be a stored job's id (a form or path value: not empty, storable, not over-long). */
+  const isJobId = (id: string | undefined): id is string => id !== undefined && id !== "" && isStorableId(id) && id.length <= Filters.MAX_FIELD_LENGTH
+
   const badRequest = (f: Pages.Frame, text: string) => page(Pages.message(f, "Bad request", text), 400)
 
   /**
@@ -242,7 +245,7 @@ export const router = (options: DashboardOptions = {}): HttpRouter.HttpRouter<ne
       const request = yield* HttpServerRequest.HttpServerRequest
       const { id } = yield* HttpRouter.params
       // an id no row can have (a NUL, an unpaired surrogate, longer than any id) is not found
-      if (id === undefined || !isStorableId(id) || id.length > Filters.MAX_FIELD_LENGTH) return yield* notFound("No job with id like this: it cannot be the id of any job.")
+      if (!isJobId(id)) return yield* notFound("No job with id like this: it cannot be the id of any job.")
       const detail = yield* (yield* JobStore).get(id)
       if (Option.isNone(detail)) return yield* notFound(`No job with id "${id}".`)
       const meta = JobMetadata.decode(detail.value.job.metadata)
@@ -267,7 +270,7 @@ export const router = (options: DashboardOptions = {}): HttpRouter.HttpRouter<ne
     Effect.gen(function* () {
       const id = first(form, "id")
       const reason = (first(form, "reason") ?? "").trim()
-      if (id === undefined || id === "" || !isStorableId(id) || id.length > Filters.MAX_FIELD_LENGTH) {
+      if (!isJobId(id)) {
         return yield* notFound("No job with this id; nothing was changed.")
       }
       if (reason.length > Actions.MAX_REASON_LENGTH || !isStorableId(reason)) {
@@ -295,7 +298,7 @@ export const router = (options: DashboardOptions = {}): HttpRouter.HttpRouter<ne
       if (action === "cancel") return yield* cancelPost(f, form, nonce)
       const id = first(form, "id")
       if (!Actions.isAction(action)) return badRequest(f, "Unknown action: nothing was changed.")
-      if (id === undefined || id === "" || !isStorableId(id) || id.length > Filters.MAX_FIELD_LENGTH) {
+      if (!isJobId(id)) {
         return yield* notFound("No job with this id; nothing was changed.")
       }
       const store = yield* JobStore

@@ -56,6 +56,11 @@ export const make = Effect.flatMap(SemaphoreProviderMemory.make, (locks) => Effe
 
   const now = Effect.map(Clock.currentTimeMillis, (ms) => new Date(ms))
 
+  /** Adds 1 to `counter` and to its per-type counter. */
+  const bump = (counter: string, type: string) => {
+    for (const k of counterKeys(counter, type)) counters.set(k, (counters.get(k) ?? 0) + 1)
+  }
+
   /**
    * The ids of the Fifo-mode rows that may be claimed next at `at`: per key, walking the rows in line in
    * submission order, the first due pending row with fewer than its limit Processing or pending ahead.
@@ -179,7 +184,7 @@ export const make = Effect.flatMap(SemaphoreProviderMemory.make, (locks) => Effe
         holders.delete(job.id)
         const l = logOf(outcome)
         log(job.id, at, l.kind, l.message)
-        for (const k of counterKeys(counterOf(outcome), job.type)) counters.set(k, (counters.get(k) ?? 0) + 1)
+        bump(counterOf(outcome), job.type)
         return true
       }),
 
@@ -210,7 +215,7 @@ export const make = Effect.flatMap(SemaphoreProviderMemory.make, (locks) => Effe
           case "Scheduled":
             jobs.set(id, clone(j, { state: "Deleted", lockedBy: null, leaseUntil: null, cancelRequested: undefined, updatedAt: at }))
             log(id, at, "Cancelled", cancelText(operatorCause(reason)))
-            for (const k of counterKeys("stats:deleted", j.type)) counters.set(k, (counters.get(k) ?? 0) + 1)
+            bump("stats:deleted", j.type)
             return "Cancelled"
           default:
             return "Finished"

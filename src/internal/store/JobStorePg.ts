@@ -108,6 +108,15 @@ export const make = Effect.gen(function* () {
   const locks = yield* SemaphoreProviderPg.make()
 
   /**
+   * Adds 1 to each counter `keys` yields for each row of `rows`, on one random shard (concurrent
+   * writes spread over the shards instead of queueing on one row).
+   */
+  const bumpCounters = (rows: Statement.Fragment, keys: Statement.Fragment) => sql`
+    INSERT INTO warp_counters (key, shard, value)
+    SELECT k, ${Math.floor(Math.random() * COUNTER_SHARDS)}, 1 FROM ${rows}, ${keys} AS k
+    ON CONFLICT (key, shard) DO UPDATE SET value = warp_counters.value + 1`
+
+  /**
    * Whether `warp_concurrency_limits` exists (the concurrency addon's migration ran): claims then read
    * the override of each claimed row's key — ignoring an expired one when the table has `expires_at`
    * (migration 0002). Checked at build; while absent or without `expires_at`, again at most every 10 s.
@@ -356,9 +365,7 @@ export const make = Effect.gen(function* () {
         ), l AS (
           INSERT INTO warp_job_logs (job_id, kind, message) SELECT id, ${log.kind}, ${log.message} FROM u
         ), c AS (
-          INSERT INTO warp_counters (key, shard, value)
-          SELECT k, ${Math.floor(Math.random() * COUNTER_SHARDS)}, 1 FROM u, jsonb_array_elements_text(${keys}::jsonb) AS k
-          ON CONFLICT (key, shard) DO UPDATE SET value = warp_counters.value + 1
+          ${bumpCounters(sql`u`, sql`jsonb_array_elements_text(${keys}::jsonb)`)}
         )${
           fused === undefined
             ? sql``
@@ -409,9 +416,7 @@ export const make = Effect.gen(function* () {
           ), l AS (
             INSERT INTO warp_job_logs (job_id, kind, message) SELECT id, 'Cancelled', ${cancelText(operatorCause(reason))} FROM d
           ), c AS (
-            INSERT INTO warp_counters (key, shard, value)
-            SELECT k, ${Math.floor(Math.random() * COUNTER_SHARDS)}, 1 FROM d, j, unnest(ARRAY['stats:deleted', 'stats:deleted:' || j.type]) AS k
-            ON CONFLICT (key, shard) DO UPDATE SET value = warp_counters.value + 1
+            ${bumpCounters(sql`d, j`, sql`unnest(ARRAY['stats:deleted', 'stats:deleted:' || j.type])`)}
           )
           SELECT j.state FROM j`
         if (rows.length === 0) return "NotFound" as const

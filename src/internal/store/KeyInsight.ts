@@ -12,6 +12,7 @@
  */
 import type * as Effect from "effect/Effect"
 import type { StoreError } from "./StoreError.js"
+import { MAX_LIMIT } from "../policy/PolicyValues.js"
 
 /**
  * An admin override handed to the reads (the concurrency addon's `ConcurrencyLimitManager.list`), so
@@ -167,9 +168,9 @@ export const effectiveLimit = (s: Pick<KeySummary, "adminSlots" | "declared">): 
 
 /** A row limit as the fetch reads it: a whole number 1..2^31-1, anything else counts as 1. */
 export const rowLimit = (raw: unknown): number =>
-  typeof raw === "number" && Number.isSafeInteger(raw) && raw >= 1 && raw <= 2147483647
+  typeof raw === "number" && Number.isSafeInteger(raw) && raw >= 1 && raw <= MAX_LIMIT
     ? raw
-    : typeof raw === "string" && /^[1-9][0-9]{0,9}$/.test(raw) && Number(raw) <= 2147483647
+    : typeof raw === "string" && /^[1-9][0-9]{0,9}$/.test(raw) && Number(raw) <= MAX_LIMIT
       ? Number(raw)
       : 1
 
