@@ -32,6 +32,7 @@ import * as Pages from "../src/internal/dashboard/Pages.js"
 import { JobStore } from "../src/internal/store/JobStore.js"
 import { freshPgLayer } from "./support/db.js"
 import { HolderCounter } from "./support/holders.js"
+import { counting } from "./support/limits.js"
 import { detail, drained } from "./support/runtime.js"
 
 const { ConcurrencyLimitManager: Limits } = ConcurrencyLimitManager
@@ -132,15 +133,6 @@ describe("admin overrides with an expiry on PostgreSQL: purge", () => {
 const Work = Contract.job("ExpiryWork", Schema.Struct({ i: Schema.Number }))
 const JOBS = 8
 
-/** Wraps the manager in context, counting `get` calls per key. */
-const counting = <E, R>(inner: Layer.Layer<ConcurrencyLimitManager.ConcurrencyLimitManager, E, R>, calls: Map<string, number>) =>
-  Layer.effect(
-    Limits,
-    Effect.map(Limits, (m): ConcurrencyLimitManager.ConcurrencyLimitManagerService => ({
-      ...m,
-      get: (key) => Effect.zipRight(Effect.sync(() => calls.set(key, (calls.get(key) ?? 0) + 1)), m.get(key))
-    }))
-  ).pipe(Layer.provide(inner))
 
 type Handlers = ReadonlyArray<Handler.JobHandler<any, any, never>>
 

@@ -41,19 +41,11 @@ import { ConcurrencyPolicy } from "../src/internal/policy/PolicyValues.js"
 import { JobStore } from "../src/internal/store/JobStore.js"
 import { freshDatabaseUrl, freshPgLayer, pgLayer } from "./support/db.js"
 import { HolderCounter } from "./support/holders.js"
+import { counting } from "./support/limits.js"
 import { detail, drained } from "./support/runtime.js"
 
 const { ConcurrencyLimitManager: Limits } = ConcurrencyLimitManager
 
-/** Wraps the manager in context, counting `get` calls per key. */
-const counting = <E, R>(inner: Layer.Layer<ConcurrencyLimitManager.ConcurrencyLimitManager, E, R>, calls: Map<string, number>) =>
-  Layer.effect(
-    Limits,
-    Effect.map(Limits, (m): ConcurrencyLimitManager.ConcurrencyLimitManagerService => ({
-      ...m,
-      get: (key) => Effect.zipRight(Effect.sync(() => calls.set(key, (calls.get(key) ?? 0) + 1)), m.get(key))
-    }))
-  ).pipe(Layer.provide(inner))
 
 /** The rows as the storage holds them (the table itself on PostgreSQL). */
 const stored = Effect.gen(function* () {
