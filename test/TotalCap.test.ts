@@ -3,12 +3,13 @@
  * group both have room. Counted live at every instant, per key and per group, on memory and PostgreSQL.
  */
 import { describe, expect, it } from "@effect/vitest"
+import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
 import { Concurrency, Contract, Handler, InvalidPolicy, JobParameters, Publisher, Semaphore, Worker } from "warp-effect"
 import { groupCancelledText, groupRequeuedText } from "../src/internal/concurrency/ConcurrencyBehavior.js"
 import { HolderCounter } from "./support/holders.js"
-import { detail, drained } from "./support/runtime.js"
+import { detail, drained, stateOf, until } from "./support/runtime.js"
 import { workerEnvs } from "./support/env.js"
 
 const Export = Contract.job("Export", Schema.Struct({ tenant: Schema.String, i: Schema.Number }))
@@ -26,7 +27,15 @@ for (const [name, env] of setups) {
         ({ i, tenant }) =>
           holders.hold(
             "group:exports",
-            holders.hold(tenant, Effect.zipRight(Effect.sleep("15 millis"), Effect.sync(() => runs.set(`${tenant}/${i}`, (runs.get(`${tenant}/${i}`) ?? 0) + 1))))
+            holders.hold(
+              tenant,
+              // stays inside until the group is full (at most 300 ms: the last jobs cannot fill it), so that
+              // the cap is reached however loaded the machine is
+              Effect.zipRight(
+                Effect.sleep("5 millis").pipe(Effect.repeat({ until: () => holders.current("group:exports") >= 3 }), Effect.timeout("300 millis"), Effect.ignore),
+                Effect.sync(() => runs.set(`${tenant}/${i}`, (runs.get(`${tenant}/${i}`) ?? 0) + 1))
+              )
+            )
           ),
         { policy: [Semaphore("unused", 1)] }
       )
@@ -55,23 +64,34 @@ for (const [name, env] of setups) {
       }).pipe(Effect.provide(env([handler])))
     })
 
-    it.live("Skip: a job whose key has room but whose group is full is cancelled with the group's text", () => {
-      const handler = Handler.job(Export, () => Effect.sleep("200 millis"))
-      return Effect.gen(function* () {
-        const p = yield* Publisher.Publisher
-        // four tenants, each a Mutex in Skip mode, in a group of 2: two of the four find the group full
-        const ids = yield* Effect.forEach(["a", "b", "c", "d"], (tenant, i) =>
-          p.enqueue(Export, { tenant, i }, JobParameters.make().withMutex(tenant, "Skip", { group: "pair", limit: 2 }))
-        )
-        yield* Effect.scoped(Effect.zipRight(Worker.make({ addons: [Concurrency.addon], concurrency: 4, pollInterval: "5 millis" }), drained(30_000)))
-        const details = yield* Effect.forEach(ids, detail)
-        const states = details.map((d) => d.job.state).sort()
-        expect(states).toEqual(["Deleted", "Deleted", "Succeeded", "Succeeded"])
-        for (const d of details.filter((d) => d.job.state === "Deleted")) {
-          expect(d.logs.at(-1)?.message).toBe(groupCancelledText("pair", 2))
-        }
-      }).pipe(Effect.provide(env([handler])))
-    })
+    it.live("Skip: a job whose key has room but whose group is full is cancelled with the group's text", () =>
+      Effect.gen(function* () {
+        // the two admitted handlers stay inside until the test has seen the other two cancelled, so the
+        // group is full when they are picked up however slowly the lanes claim
+        const release = yield* Deferred.make<void>()
+        const handler = Handler.job(Export, () => Deferred.await(release))
+        return yield* Effect.gen(function* () {
+          const p = yield* Publisher.Publisher
+          // four tenants, each a Mutex in Skip mode, in a group of 2: two of the four find the group full
+          const ids = yield* Effect.forEach(["a", "b", "c", "d"], (tenant, i) =>
+            p.enqueue(Export, { tenant, i }, JobParameters.make().withMutex(tenant, "Skip", { group: "pair", limit: 2 }))
+          )
+          const deleted = Effect.map(Effect.forEach(ids, stateOf), (states) => states.filter((s) => s === "Deleted").length)
+          yield* Effect.scoped(
+            Worker.make({ addons: [Concurrency.addon], concurrency: 4, pollInterval: "5 millis" }).pipe(
+              Effect.zipRight(until(deleted, (n) => n >= 2, 30_000)),
+              Effect.zipRight(Deferred.succeed(release, undefined)),
+              Effect.zipRight(drained(30_000))
+            )
+          )
+          const details = yield* Effect.forEach(ids, detail)
+          const states = details.map((d) => d.job.state).sort()
+          expect(states).toEqual(["Deleted", "Deleted", "Succeeded", "Succeeded"])
+          for (const d of details.filter((d) => d.job.state === "Deleted")) {
+            expect(d.logs.at(-1)?.message).toBe(groupCancelledText("pair", 2))
+          }
+        }).pipe(Effect.provide(env([handler])))
+      }))
   })
 }
 
