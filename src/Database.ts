@@ -22,7 +22,9 @@ export const DatabaseUnreachable = internal.DatabaseUnreachable
 export type DatabaseUnreachable = internal.DatabaseUnreachable
 
 /**
- * Options of the connection Layer.
+ * Options of the connection Layer: `maxConnections` (default 20), `connectTimeout` (default 5
+ * seconds), `source` (for the error message) and, since 0.3.0, `applicationName` (default
+ * `warp-effect {pid}@{hostname}`), the `application_name` of every connection.
  *
  * @since 0.1.0
  * @category models

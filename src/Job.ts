@@ -4,11 +4,11 @@
  *
  * @since 0.2.0
  */
-import * as attempt from "./internal/job/Attempt.js"
+import * as attempt from "./internal/attempt/Attempt.js"
 import * as invalidArgument from "./internal/error/InvalidArgument.js"
 import * as errors from "./internal/job/errors.js"
 import * as job from "./internal/job/Job.js"
-import * as parameters from "./internal/job/JobParameters.js"
+import * as parameters from "./internal/publisher/JobParameters.js"
 import * as state from "./internal/job/JobState.js"
 import * as outcome from "./internal/job/Outcome.js"
 import type { FamilyName } from "./internal/policy/PolicyFamily.js"

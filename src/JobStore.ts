@@ -121,12 +121,32 @@ export type CancelRequest = internal.CancelRequest
 export type WorkerReport = internal.WorkerReport
 
 /**
- * A worker as the registry sees it (the workers page).
+ * A running job whose row does not carry its concurrency key yet (resolved from its handler or
+ * contract in its first attempt), as its worker reports it in `WorkerReport.slots`: the limit in force
+ * and where the key was declared.
+ *
+ * @since 0.3.0
+ * @category models
+ */
+export type ReportedJob = internal.ReportedJob
+
+/**
+ * A worker as the registry sees it (the workers page), with `connections`, the PostgreSQL connections of its
+ * process (undefined when the store cannot tell).
  *
  * @since 0.3.0
  * @category models
  */
 export type WorkerInfo = internal.WorkerInfo
+
+/**
+ * One finding of the slot-leak audit as the store keeps it (`recordSlotAudit`, `slotAuditFindings`):
+ * a leaked slot or a stuck holder, its key, slot or job, what else is known in words, and when.
+ *
+ * @since 0.3.0
+ * @category models
+ */
+export type SlotAuditFinding = internal.SlotAuditFinding
 
 /**
  * The audit text of a cancelled job: `Cancelled — {cause}`, with ` (running attempt N interrupted)`

@@ -3,7 +3,7 @@
  *
  * @since 0.1.0
  */
-import * as internal from "./internal/job/Pipeline.js"
+import * as internal from "./internal/attempt/Pipeline.js"
 
 /**
  * One pipeline behavior, with its own requirements already provided.

@@ -3,7 +3,7 @@
  *
  * @since 0.1.0
  */
-import * as internal from "./internal/job/Publisher.js"
+import * as internal from "./internal/publisher/Publisher.js"
 
 /**
  * How publishing can fail: an invalid payload, an invalid policy, or the store.

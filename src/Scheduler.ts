@@ -4,7 +4,7 @@
  *
  * @since 0.1.0
  */
-import * as internal from "./internal/job/Scheduler.js"
+import * as internal from "./internal/publisher/Scheduler.js"
 
 /**
  * Starts the scheduler in the current scope: one fiber per `Recurring` entry of the registry.

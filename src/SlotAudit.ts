@@ -3,7 +3,8 @@
  * held in the database with the jobs in Processing and their leases, and reports leaked slots (a slot
  * lock held by an idle session with no Processing job of its key to account for it) and stuck holders
  * (Processing jobs whose lease expired while their key's slot lock is held) as gauges, log lines and a
- * report (`lastReport`). `terminateStale: true` ends a leaked slot's session (`pg_terminate_backend`).
+ * report (`lastReport`), and records the findings in the job store for the dashboard.
+ * `terminateStale: true` ends a leaked slot's session (`pg_terminate_backend`).
  *
  * @example
  * const audit = SlotAudit.layer({ every: "30 seconds", terminateStale: false })
@@ -111,8 +112,10 @@ export const terminatedTotal = internal.terminatedTotal
 
 /**
  * The audit as a scoped Layer: runs at start, then every `every` (a failed run is logged; the
- * schedule goes on). Requires the `SqlClient` of the job store's database and the `Registry` (to know
- * the key of a Processing row whose policy is not stamped yet).
+ * schedule goes on). Requires the `SqlClient` of the job store's database, the `Registry` (to know
+ * the key of a Processing row whose policy is not stamped yet) and the `JobStore`: each run replaces
+ * the findings the store keeps (`recordSlotAudit`), which the dashboard's concurrency, keys and
+ * workers pages show as a warning.
  *
  * @since 0.3.0
  * @category layers

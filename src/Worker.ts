@@ -4,8 +4,8 @@
  *
  * @since 0.1.0
  */
-import type { Addon } from "./internal/job/Pipeline.js"
-import * as internal from "./internal/job/Worker.js"
+import type { Addon } from "./internal/attempt/Pipeline.js"
+import * as internal from "./internal/worker/Worker.js"
 
 /**
  * Worker options: fibers (`concurrency`), queues, poll interval, `addons` and more.

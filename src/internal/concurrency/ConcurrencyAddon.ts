@@ -7,7 +7,7 @@
 import type * as SqlClient from "@effect/sql/SqlClient"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import { type Addon, order } from "../job/Pipeline.js"
+import { type Addon, order } from "../attempt/Pipeline.js"
 import { SemaphoreProvider } from "../semaphore/SemaphoreProvider.js"
 import { JobStore } from "../store/JobStore.js"
 import * as ConcurrencyBehavior from "./ConcurrencyBehavior.js"

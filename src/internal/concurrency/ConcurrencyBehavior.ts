@@ -15,11 +15,11 @@ import * as Fiber from "effect/Fiber"
 import * as Metric from "effect/Metric"
 import * as Option from "effect/Option"
 import type * as Scope from "effect/Scope"
-import { CurrentSlot, HeldSlot } from "../job/Attempt.js"
+import { CurrentSlot, HeldSlot, SlotLapse } from "../attempt/Attempt.js"
 import type { Job } from "../job/Job.js"
 import { Outcome } from "../job/Outcome.js"
 import * as Telemetry from "../observability/Telemetry.js"
-import type { Behavior } from "../job/Pipeline.js"
+import type { Behavior } from "../attempt/Pipeline.js"
 import type { ConcurrencyMode, ConcurrencyPolicy } from "../policy/PolicyValues.js"
 import type { SemaphoreError, SemaphoreProviderService, Slot } from "../semaphore/SemaphoreProvider.js"
 import type { ConcurrencyLimitManagerService, LimitStoreError } from "./ConcurrencyLimitManager.js"
@@ -70,6 +70,15 @@ export type Holders = Pick<JobStoreService, "markHolder" | "cancelHolders">
 /** Gate results, as an Effect metric tagged `result` and `key_family` (the key up to its first ':'). */
 export const gateTotal = Metric.counter("warp_concurrency_gate_total", { description: "Concurrency gate results" })
 
+/** Attempts whose slot lapsed while they ran (checked before the finalizing write). */
+export const lapsedTotal = Metric.counter("warp_concurrency_slot_lapsed_total", {
+  description: "Attempts whose slot lapsed while they ran (their process paused or cut off past the provider's deadline)"
+})
+
+/** The outcome of an attempt whose slot lapsed while it ran (whatever its handler returned). */
+export const lapsedText = (what: string): string =>
+  `${what} lapsed while running (no renewal within the semaphore provider's deadline: the process was paused or cut off, and the slot may have been granted again); requeued`
+
 /** The metric family of a key: its text up to the first ':' (bounded cardinality). */
 export const keyFamily = Telemetry.keyFamily
 
@@ -92,6 +101,21 @@ export const gate = (
         ? GateResult.Skipped({ key: policy.key, limit })
         : GateResult.Requeued({ key: policy.key, limit })
   ).pipe(Effect.tap((r) => Metric.increment(Metric.tagged(Metric.tagged(gateTotal, "result", r._tag), "key_family", keyFamily(policy.key)))))
+
+/**
+ * The lapse check of what an attempt holds: the requeue reason naming the first slot whose `lapsed` is
+ * true (counted in `warp_concurrency_slot_lapsed_total`), else undefined.
+ */
+const lapseOf = (held: ReadonlyArray<readonly [Slot, string]>, key: string): Effect.Effect<string | undefined> =>
+  Effect.gen(function* () {
+    for (const [slot, what] of held) {
+      if (slot.lapsed !== undefined && (yield* slot.lapsed)) {
+        yield* Metric.increment(Metric.tagged(lapsedTotal, "key_family", keyFamily(key)))
+        return lapsedText(what)
+      }
+    }
+    return undefined
+  })
 
 /**
  * Runs `next` (the handler and the behaviors inside the gate) in a fiber of its own until it ends or
@@ -136,6 +160,7 @@ const admission = <E, R>(job: Job, policy: ConcurrencyPolicy, limit: number, sel
 /** Builds the behavior on a provider, a limit manager and the store's holder marks. */
 export const make = (provider: SemaphoreProviderService, manager: ConcurrencyLimitManagerService, holders: Holders): Behavior => ({
   name: "concurrency",
+  holdsSlot: true,
   wrap: (attempt, next) => {
     const policy = attempt.policies.concurrency
     if (policy === undefined) return next
@@ -162,7 +187,8 @@ export const make = (provider: SemaphoreProviderService, manager: ConcurrencyLim
               // the key has room; with a total cap, its group must have room too (asked second, so a key
               // found full never takes a group slot from the keys that have room)
               const total = policy.total
-              let lost: Effect.Effect<string> = Effect.as(slot.lost, `Slot of '${key}'`)
+              // what the attempt holds, each with how its loss or lapse is told
+              const held: Array<readonly [Slot, string]> = [[slot, `Slot of '${key}'`]]
               if (total !== undefined) {
                 const group = yield* provider.tryAcquire(TOTAL_PREFIX + total.group, total.limit, 0)
                 yield* Metric.increment(
@@ -173,13 +199,17 @@ export const make = (provider: SemaphoreProviderService, manager: ConcurrencyLim
                     ? Outcome.Deleted({ reason: groupCancelledText(total.group, total.limit) })
                     : Outcome.Requeued({ reason: groupRequeuedText(total.group, total.limit) })
                 }
-                lost = Effect.raceFirst(lost, Effect.as(group.value.lost, `Slot of group '${total.group}'`))
+                held.push([group.value, `Slot of group '${total.group}'`])
               }
               if (replacing) yield* holders.markHolder(attempt.job.id, attempt.workerId, policy.key)
               return yield* untilLost(
-                next.pipe(Effect.provideService(CurrentSlot, { key, index: slot.index, fence: slot.fence }), Effect.provideService(HeldSlot, slot)),
-                lost,
-                (what) => Outcome.Requeued({ reason: `${what} lost while running (connection to the semaphore provider died); requeued` })
+                next.pipe(
+                  Effect.provideService(CurrentSlot, { key, index: slot.index, fence: slot.fence }),
+                  Effect.provideService(HeldSlot, slot),
+                  Effect.provideService(SlotLapse, lapseOf(held, key))
+                ),
+                Effect.raceAll(held.map(([s, what]) => Effect.as(s.lost, what))),
+                (what) => Outcome.Requeued({ reason: `${what} lost while running (connection to the semaphore provider died); requeued`, keepsPlace: true })
               )
             })
         })

@@ -20,7 +20,9 @@
  *   contention (Wait-mode jobs cycling through Processing) one run can miss a leak a later run finds.
  *
  * Every run sets two gauges (`warp_slot_audit_leaked`, `warp_slot_audit_stuck`), logs one warning per
- * finding, and keeps the report (`SlotAudit.lastReport`). With `terminateStale: true` each leaked
+ * finding, keeps the report (`SlotAudit.lastReport`) and replaces the findings the job store keeps
+ * (`JobStoreService.recordSlotAudit`; PostgreSQL: `warp_slot_audit`), which the dashboard's concurrency,
+ * keys and workers pages show as a warning. With `terminateStale: true` each leaked
  * slot's session is ended with `pg_terminate_backend(pid)` — only if, at that moment, it is still idle
  * that long and still holds the slot (a multiplexed lane of the provider, pinged, never is) — (logged; a leak by definition has no job of
  * its key in that session, so there is no job to write an audit entry on). Stuck holders are only
@@ -41,6 +43,7 @@ import * as Schedule from "effect/Schedule"
 import { Registry, type RegistryService } from "../job/Registry.js"
 import { lockId } from "../semaphore/lockId.js"
 import { slotName } from "../semaphore/SemaphoreProvider.js"
+import { JobStore, type SlotAuditFinding } from "../store/JobStore.js"
 import { LOCK_PREFIX } from "./ConcurrencyBehavior.js"
 
 /** An advisory slot lock held by a session with no Processing job of its key to account for it. */
@@ -78,7 +81,34 @@ export interface SlotAuditReport {
   readonly keysChecked: number
 }
 
-/** The audit's query failed. */
+/**
+ * A report's findings as the job store keeps them (`JobStoreService.recordSlotAudit`): each leaked slot
+ * and stuck holder, with what the report knows of it in words, found at the report's time.
+ */
+export const findingsOf = (report: SlotAuditReport): ReadonlyArray<SlotAuditFinding> => [
+  ...report.leaked.map(
+    (l): SlotAuditFinding => ({
+      kind: "LeakedSlot",
+      key: l.key,
+      slot: l.slot,
+      jobId: undefined,
+      detail: `held by session ${l.pid} (${l.applicationName === "" ? "no application_name" : l.applicationName}), idle ${(l.idleMs / 1000).toFixed(1)} s, with no Processing job of the key to account for it${l.terminated ? "; the audit ended the session" : ""}`,
+      foundAt: report.at
+    })
+  ),
+  ...report.stuck.map(
+    (s): SlotAuditFinding => ({
+      kind: "StuckHolder",
+      key: s.key,
+      slot: undefined,
+      jobId: s.jobId,
+      detail: `Processing (claimed by ${s.lockedBy ?? "?"}) with its lease expired${s.leaseUntil === null ? "" : ` at ${s.leaseUntil.toISOString()}`} while the key's slot lock is held (sessions ${s.pids.join(", ")})`,
+      foundAt: report.at
+    })
+  )
+]
+
+/** The audit's query (or the write of its findings to the job store) failed. */
 export class SlotAuditError extends Data.TaggedError("SlotAuditError")<{ readonly cause: unknown }> {}
 
 /** Options of {@link layer}. */
@@ -143,11 +173,15 @@ interface HeldLock {
   readonly applicationName: string
 }
 
-/** Builds the audit on the `SqlClient` and `Registry` in context (no schedule). */
+/**
+ * Builds the audit on the `SqlClient`, `Registry` and `JobStore` in context (no schedule). Each run
+ * replaces the findings the job store keeps (`recordSlotAudit`), which the dashboard shows.
+ */
 export const make = (options: Omit<SlotAuditOptions, "every">) =>
   Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
     const registry = yield* Registry
+    const store = yield* JobStore
     const last = yield* Ref.make(Option.none<SlotAuditReport>())
     const idleForMs = Duration.toMillis(Duration.decode(options.idleFor ?? "10 seconds"))
     const minSlots = options.maxSlots ?? 64
@@ -265,6 +299,8 @@ export const make = (options: Omit<SlotAuditOptions, "every">) =>
       yield* Metric.set(leakedGauge, report.leaked.length)
       yield* Metric.set(stuckGauge, report.stuck.length)
       yield* Ref.set(last, Option.some(report))
+      // the dashboard reads the latest findings from the store (a failed write fails the run; the report is kept)
+      yield* store.recordSlotAudit(findingsOf(report))
       return report
     }).pipe(Effect.mapError((cause) => new SlotAuditError({ cause })), Effect.withSpan("warp.slot_audit"))
 
@@ -276,7 +312,7 @@ export const make = (options: Omit<SlotAuditOptions, "every">) =>
  * The audit, run every `options.every` in a fiber of the layer's scope (a failed run is logged and
  * the schedule goes on).
  */
-export const layer = (options: SlotAuditOptions): Layer.Layer<SlotAudit, never, SqlClient.SqlClient | Registry> =>
+export const layer = (options: SlotAuditOptions): Layer.Layer<SlotAudit, never, SqlClient.SqlClient | Registry | JobStore> =>
   Layer.scoped(
     SlotAudit,
     Effect.gen(function* () {

@@ -88,6 +88,6 @@ export const confirmPage = (frame: Frame, v: ConfirmView): Html => {
       : html`<p>${v.eligible > maxBulk
           ? `${v.eligible} jobs match in a state this action applies to (${operatorFrom[v.action].join(", ")}); one request changes at most ${maxBulk}, the newest first. Repeat for the rest.`
           : `This changes every job the filter matches in a state this action applies to (${operatorFrom[v.action].join(", ")}).`} Jobs that are running are never touched.</p>
-<form class="inline" method="post" action="${frame.prefix}/bulk"><input type="hidden" name="${v.fieldName}" value="${v.token}"><input type="hidden" name="action" value="${v.action}">${hidden}<button type="submit" class="${v.action === "delete" ? "danger" : ""}">${label[v.action]} ${jobs(n)}</button> <a href="${back}">Cancel</a></form>`}</div>`
+<form class="inline" method="post" action="${frame.prefix}/bulk" data-confirm><input type="hidden" name="${v.fieldName}" value="${v.token}"><input type="hidden" name="action" value="${v.action}">${hidden}<button type="submit" class="${v.action === "delete" ? "danger" : ""}">${label[v.action]} ${jobs(n)}</button> <a href="${back}">Cancel</a></form>`}</div>`
   )
 }

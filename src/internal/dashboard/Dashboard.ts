@@ -40,6 +40,7 @@ import type { Html } from "./Html.js"
 import * as LimitForm from "./LimitForm.js"
 import { importPeer, type MissingPeerDependency } from "../MissingPeer.js"
 import * as Actions from "./Actions.js"
+import * as AuditBanner from "./AuditBanner.js"
 import * as Filters from "./Filters.js"
 import * as JobsPage from "./JobsPage.js"
 import * as Pages from "./Pages.js"
@@ -253,10 +254,22 @@ export const router = (options: DashboardOptions = {}): HttpRouter.HttpRouter<ne
       const override =
         key !== undefined && Option.isSome(f.manager) ? Option.getOrUndefined(yield* f.manager.value.get(key)) : undefined
       const j = detail.value.job
+      // a running job whose key its row does not carry yet (resolved from the handler or contract in its
+      // first attempt): its worker reports it
+      const reported =
+        key === undefined && j.state === "Processing"
+          ? (yield* (yield* JobStore).workers)
+              .filter((w) => w.workerId === j.lockedBy)
+              .flatMap((w) =>
+                w.slots.flatMap((s) => (s.jobs ?? []).filter((r) => r.id === j.id).map((r) => ({ key: s.key, limit: r.limit, source: r.source, worker: w })))
+              )[0]
+          : undefined
       const live =
         key !== undefined && (j.state === "Processing" || j.state === "Enqueued" || j.state === "Scheduled")
           ? KeysPage.lineCard(f, j, yield* (yield* JobStore).insight.line(key, { id: j.id, override: override?.slots ?? null }))
-          : undefined
+          : reported !== undefined
+            ? KeysPage.reportedCard(j, reported, reported.worker.seenAt, yield* (yield* JobStore).insight.line(reported.key, { id: j.id, override: null }))
+            : undefined
       const n = nonceOf(request)
       const writable = yield* authorize(request)
       const flash = flashOf(request)
@@ -389,10 +402,16 @@ export const router = (options: DashboardOptions = {}): HttpRouter.HttpRouter<ne
     })
   )
 
+  /** The slot audit's warning from the findings of its latest run the store keeps (nothing when none). */
+  const auditBanner = (f: Pages.Frame) =>
+    Effect.flatMap(JobStore, (store) => Effect.map(store.slotAuditFindings, (findings) => AuditBanner.slotAuditBanner(f, findings, new Date())))
+
   const workers = guarded(
     Effect.gen(function* () {
       const f = yield* frame
-      return page(WorkersPage.workersPage(f, yield* (yield* JobStore).workers))
+      const store = yield* JobStore
+      const [list, audit] = yield* Effect.all([store.workers, auditBanner(f)])
+      return page(WorkersPage.workersPage(f, list, audit))
     })
   )
 
@@ -408,8 +427,11 @@ export const router = (options: DashboardOptions = {}): HttpRouter.HttpRouter<ne
       const n = Number(rawPage)
       const overrides = yield* f.manager.value.list
       const now = new Date()
-      const got = yield* (yield* JobStore).insight.liveKeys({ overrides, limit: pageSize, offset: (n - 1) * pageSize })
-      return page(KeysPage.keysPage(f, { rows: got.rows, total: got.total, page: n, pageSize, now }))
+      const [got, audit] = yield* Effect.all([
+        (yield* JobStore).insight.liveKeys({ overrides, limit: pageSize, offset: (n - 1) * pageSize }),
+        auditBanner(f)
+      ])
+      return page(KeysPage.keysPage(f, { rows: got.rows, total: got.total, page: n, pageSize, now, audit, rankedAt: got.rankedAt }))
     })
   )
 
@@ -423,9 +445,10 @@ export const router = (options: DashboardOptions = {}): HttpRouter.HttpRouter<ne
     Effect.gen(function* () {
       const n = nonceOf(request)
       const writable = yield* authorize(request)
-      const limits = yield* manager.list
+      const [limits, audit] = yield* Effect.all([manager.list, auditBanner(f)])
       const body = Pages.concurrencyPage(f, {
         limits,
+        audit,
         token: writable ? csrf.token(n.nonce) : undefined,
         fieldName: Csrf.fieldName,
         ...extra

@@ -9,7 +9,7 @@
 import type { Job } from "../job/Job.js"
 import { effectiveLimit, type KeyHolder, type KeyLine, type KeySummary, windows } from "../store/KeyInsight.js"
 import { type Html, html } from "./Html.js"
-import { type Frame, layout, time } from "./Pages.js"
+import { type Frame, layout, refreshButton, time } from "./Pages.js"
 
 /**
  * Data of the live view.
@@ -24,6 +24,10 @@ export interface KeysView {
   readonly pageSize: number
   /** The reading time (ages are computed from it). */
   readonly now: Date
+  /** When the keys' order was computed, when the store reused an earlier ranking (`KeyPage.rankedAt`). */
+  readonly rankedAt?: Date | undefined
+  /** The slot audit's warning (`AuditBanner.slotAuditBanner`), or nothing. */
+  readonly audit?: Html | string | undefined
 }
 
 /**
@@ -119,14 +123,34 @@ export const keysPage = (frame: Frame, v: KeysView): Html => {
     frame,
     "concurrency",
     "Concurrency keys",
-    html`<p><a href="${frame.prefix}/concurrency">← Admin limits</a></p><h1>Concurrency keys</h1>
-<p class="lead">Every key with jobs running or waiting, and every admin override, by pressure (jobs waiting × age of the oldest wait). A key shows once a row carries it: set at enqueue, or stamped by a finished attempt — a first attempt that resolved its key from the handler or contract is not counted until it ends. Read ${time(v.now)}.</p>
+    html`<div class="titlebar"><p><a href="${frame.prefix}/concurrency">← Admin limits</a></p>${refreshButton}</div><h1>Concurrency keys</h1>
+<p class="lead">Every key with jobs running or waiting, and every admin override, by pressure (jobs waiting × age of the oldest wait). A key shows once a row carries it (set at enqueue, or stamped by a finished attempt), or once a worker reports a running first attempt that resolved it from the handler or contract (within moments of its start). Read ${time(v.now)}${
+    v.rankedAt === undefined ? "" : html`; the order was computed ${time(v.rankedAt)} (with many live keys it is reused for a few seconds), the figures are read now`
+  }.</p>
+${v.audit ?? ""}
 ${v.rows.length === 0
   ? html`<div class="card muted">No live key${v.page > 1 ? " on this page" : ""}.</div>`
   : html`<table class="keys"><thead><tr><th>Key</th><th>In use / limit</th><th class="num">Waiting</th><th>Oldest wait</th><th>Holders</th><th>5m / 1h / 24h</th><th>Requeued · succeeded · deleted</th></tr></thead><tbody>${rows}</tbody></table>`}
 <div class="pager">${prev}<span>${from}–${to} of ${v.total} · page ${v.page} of ${pages}</span>${next}</div>`
   )
 }
+
+/**
+ * The live part of the concurrency card of a running job whose row does not carry its key yet: the key
+ * its worker reported (resolved from the handler or contract in this first attempt), and the key's
+ * slots in use.
+ *
+ * @since 0.3.0
+ * @category rendering
+ */
+export const reportedCard = (
+  job: Job,
+  reported: { readonly key: string; readonly limit: number; readonly source: string },
+  reportedAt: Date,
+  line: KeyLine
+): Html =>
+  html`<div class="card wrap" id="key-line" data-testid="key-line"><div>Holding a slot of '<span class="mono">${reported.key}</span>' since ${time(job.updatedAt)}: ${line.summary.running} of ${reported.limit} slots in use <span class="muted">(limit ${reported.limit}, declared on the ${reported.source})</span>.</div>
+<div class="muted">As its worker reported ${time(reportedAt)}: the key was resolved from the handler or contract in this attempt, and reaches the row with its finalizing write. ${line.summary.waiting} waiting.</div></div>`
 
 /**
  * The live part of a job's concurrency card: for a waiting job, who holds its key's slots and its

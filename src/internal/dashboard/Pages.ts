@@ -58,11 +58,13 @@ dl.facts dt{color:var(--muted)}dl.facts dd{margin:0}
 .callout{border-left:4px solid var(--accent);background:#eef2ff}
 .callout.none{border-left-color:#cbd5e1;background:var(--card)}
 .callout .big{font-size:18px;font-weight:600;overflow-wrap:anywhere}
-.notice,.error,.readonly{padding:12px 16px;border-radius:8px;margin:0 0 16px}
+.notice,.error,.readonly,.warning{padding:12px 16px;border-radius:8px;margin:0 0 16px}
 .notice{background:#e6f6ec;color:#145c33;border:1px solid #b7e4c7}
 .error{background:#fdeaea;color:#8a1f1f;border:1px solid #f5c2c2}
 .error ul{margin:6px 0 0;padding-left:20px}
 .readonly{background:#fff8e6;color:#7a5412;border:1px solid #f3dca6}
+.warning{background:#fff1e6;color:#7a3412;border:1px solid #f3c6a6;overflow-wrap:anywhere}
+.warning ul{margin:6px 0;padding-left:20px}.warning p{margin:6px 0 0}
 form.inline{display:flex;gap:8px;align-items:center;margin:0}
 input[type=text],input[type=number]{font:inherit;font-size:15px;color:var(--fg);padding:6px 10px;border:1px solid #cbd2dd;border-radius:6px;background:#fff}
 input[type=number]{width:96px}
@@ -92,6 +94,7 @@ td{overflow-wrap:anywhere}
 td.clip{max-width:37ch;overflow:hidden;text-overflow:ellipsis;white-space:nowrap}
 .titlebar{display:flex;justify-content:space-between;align-items:center;gap:12px;flex-wrap:wrap}
 .titlebar p{margin:0}
+.refresh{display:flex;gap:10px;align-items:center;flex-wrap:wrap}
 .actions{display:flex;gap:8px;flex-wrap:wrap;margin:0 0 16px}
 .bulk{display:flex;gap:8px;flex-wrap:wrap;align-items:center;margin:0 0 16px}
 a.button{display:inline-block;padding:6px 14px;border-radius:6px;border:1px solid var(--accent);text-decoration:none}
@@ -143,8 +146,11 @@ export const badge = (text: string) => html`<span class="badge s-${text}">${text
 export const flashBanner = (text: string | undefined): Html | string =>
   text === undefined ? "" : html`<div class="notice" role="status">${text}</div>`
 
-/** The auto-refresh toggle; hidden until the refresh script shows it. */
-export const refreshButton = html`<button type="button" id="refresh" class="secondary" data-every="${Refresh.everySeconds}" aria-pressed="false" hidden>Pause auto-refresh</button>`
+/**
+ * The auto-refresh toggle, hidden until the refresh script shows it, and the note the script shows while
+ * a due refresh waits for the operator (focus in a field, unsent input, an open confirmation).
+ */
+export const refreshButton = html`<span class="refresh"><span id="refresh-note" class="muted" aria-live="polite" hidden></span><button type="button" id="refresh" class="secondary" data-every="${Refresh.everySeconds}" aria-pressed="false" hidden>Pause auto-refresh</button></span>`
 
 /** The page frame: head, nav, content. */
 export const layout = (frame: Frame, section: Section, title: string, content: Html): Html => {
@@ -316,6 +322,8 @@ export interface ConcurrencyView {
   readonly errors?: ReadonlyArray<FieldError> | undefined
   /** What the person typed into the create form, shown again after an error. */
   readonly draft?: { readonly key: string; readonly slots: string } | undefined
+  /** The slot audit's warning (`AuditBanner.slotAuditBanner`), or nothing. */
+  readonly audit?: Html | string | undefined
 }
 
 /** The concurrency limits page: every admin override, with inline edit, delete and create. */
@@ -339,6 +347,7 @@ export const concurrencyPage = (frame: Frame, v: ConcurrencyView): Html => {
     "Concurrency limits",
     html`<h1>Concurrency limits</h1><p class="lead">Admin overrides win over declared limits (admin row &gt; declared &gt; 1) from each job's next pickup, and survive redeploys until removed. <a href="${frame.prefix}/keys">Live keys: holders, waiting jobs and recent outcomes →</a></p>
 ${flashBanner(v.notice)}
+${v.audit ?? ""}
 ${v.errors === undefined || v.errors.length === 0 ? "" : html`<div class="error" role="alert"><strong>Nothing was changed.</strong><ul>${v.errors.map((e) => html`<li>${e.field === "key" ? "Key" : "Slots"}: ${e.message}</li>`)}</ul></div>`}
 ${writable ? "" : html`<div class="readonly" role="note"><strong>Writes are disabled.</strong> This dashboard is read-only; the application enables changes through the dashboard's <code>authorize</code> option.</div>`}
 ${v.limits.length === 0

@@ -1,7 +1,7 @@
 /**
  * The workers page: every worker in the store's registry — its process, lanes, the jobs it holds, the
- * concurrency slots its running handlers hold per key, when it was last heard from, and its last
- * outage of the store. A worker not heard from for three heartbeats is flagged stale: it stopped
+ * concurrency slots its running handlers hold per key, the PostgreSQL connections its process has
+ * open ("—" when the store cannot tell), when it was last heard from, and its last outage of the store. A worker not heard from for three heartbeats is flagged stale: it stopped
  * without deregistering (killed), or it cannot reach the database (its jobs' leases then run out and
  * other workers recover them).
  *
@@ -9,7 +9,7 @@
  */
 import type { WorkerInfo } from "../store/JobStore.js"
 import { type Html, html } from "./Html.js"
-import { type Frame, layout, time } from "./Pages.js"
+import { type Frame, layout, refreshButton, time } from "./Pages.js"
 
 /** Heartbeats a worker may miss before the page flags it stale. */
 export const STALE_HEARTBEATS = 3
@@ -42,6 +42,11 @@ const row = (frame: Frame, w: WorkerInfo): Html => {
 <td data-label="Lanes" class="num">${w.lanes}</td>
 <td data-label="Jobs held" class="num">${w.holding}</td>
 <td data-label="Slots held">${slots}</td>
+<td data-label="PG connections" class="num" data-testid="connections">${
+    w.connections === undefined
+      ? html`<span class="muted" title="Not known: the store is not PostgreSQL, or the worker's connections carry no application_name of their own (Database.layer sets one)">—</span>`
+      : w.connections
+  }</td>
 <td data-label="Last heard">${
     stale
       ? html`<span class="badge s-Failed">stale</span> ${duration(w.silentMs)} ago<div class="muted">stopped without deregistering, or cut off from the database</div>`
@@ -56,17 +61,18 @@ const row = (frame: Frame, w: WorkerInfo): Html => {
 </tr>`
 }
 
-/** The workers page. */
-export const workersPage = (frame: Frame, workers: ReadonlyArray<WorkerInfo>): Html => {
+/** The workers page, with the slot audit's warning (`AuditBanner.slotAuditBanner`) when there is one. */
+export const workersPage = (frame: Frame, workers: ReadonlyArray<WorkerInfo>, audit: Html | string = ""): Html => {
   const stale = workers.filter(isStale).length
-  const body = html`<h1>Workers</h1>
+  const body = html`<div class="titlebar"><h1>Workers</h1>${refreshButton}</div>
 <p class="lead">${plural(workers.length, "worker", "workers")} registered${
     stale > 0 ? html` · <strong>${plural(stale, "stale worker", "stale workers")}</strong>` : ""
   }. Each worker reports with its heartbeat; one not heard from for ${STALE_HEARTBEATS} heartbeats is stale.</p>
+${audit}
 ${
   workers.length === 0
     ? html`<div class="card"><p class="muted">No worker is running (or none has reported yet).</p></div>`
-    : html`<table class="stack"><thead><tr><th>Worker</th><th class="num">Lanes</th><th class="num">Jobs held</th><th>Slots held</th><th>Last heard</th><th>Started</th><th>Last store outage</th></tr></thead>
+    : html`<table class="stack"><thead><tr><th>Worker</th><th class="num">Lanes</th><th class="num">Jobs held</th><th>Slots held</th><th class="num">PG connections</th><th>Last heard</th><th>Started</th><th>Last store outage</th></tr></thead>
 <tbody>${workers.map((w) => row(frame, w))}</tbody></table>`
 }`
   return layout(frame, "workers", "Workers", body)

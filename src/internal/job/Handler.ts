@@ -14,8 +14,15 @@ import * as Describe from "../error/Describe.js"
 import * as InvalidArgument from "../error/InvalidArgument.js"
 import * as Declaration from "../policy/Declaration.js"
 import type { Policies } from "../policy/PolicyFamily.js"
-import type { SlotInfo } from "./Attempt.js"
 import type { JobContract, MessageContract, RequestContract } from "./Contract.js"
+
+/** The concurrency slot an attempt holds: its key, its index and the provider's fencing token. */
+export interface SlotInfo {
+  readonly key: string
+  readonly index: number
+  readonly fence?: bigint | undefined
+}
+
 
 /** What a handler learns about the attempt running it. */
 export interface AttemptInfo {

@@ -12,12 +12,15 @@ import type { JobState } from "./JobState.js"
  * - `Failed`: the handler failed or died (`error` is the rendered cause), or the job could not run.
  * - `Deleted`: the job was short-circuited (e.g. concurrency Skip mode); `reason` goes to the audit log.
  * - `Requeued`: the job goes back to the queue (`at` undefined = now), e.g. concurrency Wait mode or retry.
+ *   `keepsPlace`: the run was lost to the runtime, not sent back by a policy (its slot was lost or
+ *   lapsed, its claim lapsed, its worker stopped): the job keeps its place in line (its ScheduleTime
+ *   stays), so that it runs again before the jobs queued behind it.
  */
 export type Outcome = Data.TaggedEnum<{
   Succeeded: {}
   Failed: { readonly error: string }
   Deleted: { readonly reason: string }
-  Requeued: { readonly reason: string; readonly at?: Date | undefined }
+  Requeued: { readonly reason: string; readonly at?: Date | undefined; readonly keepsPlace?: boolean | undefined }
 }>
 
 /** Constructors and matchers for {@link Outcome}. */

@@ -71,6 +71,13 @@ export const decode = (u: unknown): Either.Either<JobMetadata, string> =>
 /** Encodes metadata for storage. */
 export const encode = (m: JobMetadata): unknown => Schema.encodeSync(JobMetadata)(m)
 
-/** Builds metadata from explicit entries. */
+/**
+ * The check `new JobMetadata(props)` runs, compiled once: the class constructor derives the type side
+ * of its fields and compiles a parser for it at every call (a new AST each time, so Effect's parser
+ * cache misses), which cost every attempt's resolution a parser build.
+ */
+const validateProps = ParseResult.validateSync(Schema.Struct(JobMetadata.fields).annotations({ title: "JobMetadata (Constructor)" }))
+
+/** Builds metadata from explicit entries (checked as the class constructor checks them). */
 export const fromEntries = (policies: PolicyEntries, stampedAt?: string): JobMetadata =>
-  new JobMetadata(stampedAt === undefined ? { policies } : { policies, stampedAt })
+  new JobMetadata(validateProps(stampedAt === undefined ? { policies } : { policies, stampedAt }), true)

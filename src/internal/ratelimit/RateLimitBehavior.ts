@@ -11,7 +11,7 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Metric from "effect/Metric"
 import { Outcome } from "../job/Outcome.js"
-import type { Behavior } from "../job/Pipeline.js"
+import type { Behavior } from "../attempt/Pipeline.js"
 import { Admission, type RateLimiterService } from "./RateLimiter.js"
 
 /** The audit text of a rate-limited start. */

@@ -38,6 +38,13 @@ export interface Slot {
    * (a process paused longer than any lease): `UPDATE … SET …, fence = $token WHERE … AND fence < $token`.
    */
   readonly fence?: bigint | undefined
+  /**
+   * Whether the slot has lapsed: its holder-side deadline passed with no successful renewal (the
+   * process was paused or cut off for that long), so the provider may have granted it again, or it
+   * was lost. Checked before an attempt's finalizing write: a run that lapsed is not recorded as a
+   * plain outcome. Absent for a provider whose slots cannot lapse (memory).
+   */
+  readonly lapsed?: Effect.Effect<boolean> | undefined
 }
 
 /** The provider could not be asked (connection lost, bad arguments). */

@@ -30,12 +30,26 @@
  *   answers keepalives). The holder stops itself first: a ping unanswered for a quarter of the
  *   deadline completes `slot.lost`. A process paused longer than the deadline cannot stop itself;
  *   its slots are freed while it sleeps, so the deadline is also the longest pause that never
- *   over-admits.
+ *   over-admits. With `deadlineBy: "tcp"` the session gets `tcp_user_timeout = deadline` and
+ *   keepalives instead: a cut holder goes silent and is ended as before, while a paused one (its
+ *   kernel still answers) keeps its session and slots through a pause of any length — for direct
+ *   connections only (behind a proxy the server hears the proxy, not the holder).
  *   Queries on a slot connection are never interrupted (sql-pg would send `pg_cancel_backend`
  *   through the pool, which could land on a later statement).
+ * - Lock-delay (`lockDelay`, default on). PostgreSQL frees a dead session's locks at once, while its
+ *   holder may still run (until it notices; for as long as it is paused). So each held slot also has
+ *   a marker row (`warp_semaphore_marker`: lock id, the holding connection's token, an expiry
+ *   `deadline` ahead, renewed by every ping): the scan does not grant a slot whose lock is free but
+ *   whose marker names another holder and has not expired. A clean release removes the marker in its
+ *   own statement (the slot is free at once, as without markers); a holder whose connection died
+ *   removes it through the pool when its scope releases the slot — after its handler stopped — so a
+ *   terminated connection costs milliseconds; a holder that never comes back (killed, cut off,
+ *   paused) leaves it to expire: its slots are usable again within `deadline` of its last renewal,
+ *   by which time a live holder has stopped itself (its pings failed for a quarter of it).
  *
  * @since 0.1.0
  */
+import { randomUUID } from "node:crypto"
 import type { Connection } from "@effect/sql/SqlConnection"
 import * as SqlClient from "@effect/sql/SqlClient"
 import type * as Statement from "@effect/sql/Statement"
@@ -48,6 +62,7 @@ import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Queue from "effect/Queue"
 import * as Runtime from "effect/Runtime"
+import * as Schedule from "effect/Schedule"
 import * as Scope from "effect/Scope"
 import { guardKey, lockId } from "./lockId.js"
 import {
@@ -81,24 +96,93 @@ export interface PgProviderOptions {
    * quarter of it.
    */
   readonly deadline?: Duration.DurationInput
+  /**
+   * Lock-delay (default on): a slot whose holder lost it without releasing it (its connection died)
+   * is not granted again until that holder has released it — its scope closed, so its handler has
+   * stopped — or `deadline` after the holder's last renewal. Costs a row write per acquisition and per
+   * release (in the same statements) and one per held connection per ping. Off, a lost slot is
+   * granted again as soon as PostgreSQL frees its lock, while its old holder may run on until it
+   * notices (milliseconds; up to `deadline` for a process that is paused or cut off).
+   */
+  readonly lockDelay?: boolean
+  /**
+   * How the server ends the session of a holder it no longer hears from, so that its slots are freed
+   * within `deadline`:
+   * - `"idle-session-timeout"` (default): the session's `idle_session_timeout`. Works whatever sits
+   *   between worker and server (a proxy or pooler that answers TCP keepalives), but it also ends
+   *   the session of a holder that is only paused (a stopped process, a long GC): `deadline` is the
+   *   longest pause that never over-admits, and a run paused longer is recorded as lapsed.
+   * - `"tcp"`: the session's `tcp_user_timeout` and keepalives (1 s idle, 1 s interval). A cut-off
+   *   holder goes silent and its session ends within about `deadline`; a paused holder's kernel still
+   *   answers, so its session — and its slots — live on through a pause of any length, and the run
+   *   goes on when the process resumes. Only for a direct TCP connection to PostgreSQL: behind a
+   *   proxy or pooler the server hears the proxy, and a cut holder's slots stay taken for as long as
+   *   the proxy keeps the connection (use the default there).
+   */
+  readonly deadlineBy?: "idle-session-timeout" | "tcp"
 }
 
 /**
  * `$1` candidate lock ids, `$2` start offset, `$3` candidate count, `$4`/`$5` the guard key, `$6` the
  * session's `idle_session_timeout` (ms) once it holds a slot (NULL: left as it is), `$7` whether to
- * draw a fencing token. Returns the position (in `$1`) of the lock taken and its token, or no row.
+ * draw a fencing token, `$8` the lane's holder token, `$9` the marker's life (ms) (without markers,
+ * only echoed), `$10`/`$11` the session's `tcp_user_timeout` (ms) and keepalive count (`deadlineBy:
+ * "tcp"`; NULL: left as they are). Returns the position (in `$1`) of the lock taken and its token, or no row.
+ *
+ * Lock-delay: a slot whose lock is free but whose marker names another holder and has not expired
+ * was lost by that holder (its connection died, it did not release), which may still be running: the
+ * scan gives the lock back and goes on. The slot taken gets this lane's marker; the marker is written
+ * with asynchronous commit (a crash of the server just after an acquisition may lose it, which
+ * matters only for a holder paused across the crash).
  */
-const SCAN = `
-WITH RECURSIVE scan(i, got) AS (
-  SELECT -1, false FROM (SELECT pg_advisory_xact_lock($4::int, $5::int)) AS guard
+const slotAt = "($1::bigint[])[1 + (($2::int + i + 1) % $3::int)]"
+const scanText = (markers: boolean) => `
+WITH RECURSIVE scan(i, got, id) AS (
+  SELECT -1, false, NULL::bigint FROM (SELECT pg_advisory_xact_lock($4::int, $5::int)) AS guard
   UNION ALL
-  SELECT i + 1, pg_try_advisory_lock(($1::bigint[])[1 + (($2::int + i + 1) % $3::int)])
+  SELECT i + 1,
+         CASE WHEN NOT pg_try_advisory_lock(${slotAt}) THEN false${
+           markers
+             ? `
+              WHEN EXISTS (
+                SELECT 1 FROM warp_semaphore_marker m
+                WHERE m.lock_id = ${slotAt} AND m.holder <> $8::text AND m.until > clock_timestamp())
+              THEN NOT pg_advisory_unlock(${slotAt})`
+             : ""
+         }
+              ELSE true END,
+         ${slotAt}
   FROM scan WHERE NOT got AND i + 1 < $3::int
-)
+)${
+  markers
+    ? `, mark AS (
+  INSERT INTO warp_semaphore_marker (lock_id, holder, until)
+  SELECT id, $8::text, clock_timestamp() + $9::float8 * interval '1 millisecond'
+  FROM scan WHERE got AND set_config('synchronous_commit', 'off', true) IS NOT NULL
+  ON CONFLICT (lock_id) DO UPDATE SET holder = EXCLUDED.holder, until = EXCLUDED.until
+)`
+    : ""
+}
 SELECT ($2::int + i) % $3::int AS position,
        CASE WHEN $6::text IS NULL THEN NULL ELSE set_config('idle_session_timeout', $6::text, false) END AS deadline,
-       CASE WHEN $7::boolean THEN nextval('warp_semaphore_fence')::text END AS fence
+       CASE WHEN $10::text IS NULL THEN NULL
+            ELSE set_config('tcp_user_timeout', $10::text, false) || set_config('tcp_keepalives_idle', '1', false)
+                 || set_config('tcp_keepalives_interval', '1', false) || set_config('tcp_keepalives_count', $11::text, false) END AS tcp,
+       CASE WHEN $7::boolean THEN nextval('warp_semaphore_fence')::text END AS fence${markers ? "" : ", $8::text AS holder, $9::float8 AS life"}
 FROM scan WHERE got`
+const SCAN_MARKED = scanText(true)
+const SCAN_PLAIN = scanText(false)
+
+/**
+ * The lane's markers live on (`$1` holder token, `$2` life in ms, `$3` the lock ids it holds, found by
+ * the primary key): the ping of a lane that holds slots.
+ */
+const RENEW = `
+UPDATE warp_semaphore_marker SET until = clock_timestamp() + $2::float8 * interval '1 millisecond'
+WHERE lock_id = ANY($3::bigint[]) AND holder = $1::text AND set_config('synchronous_commit', 'off', true) IS NOT NULL`
+
+/** The marker of a lost slot (`$1` lock id, `$2` holder token), dropped once its holder has stopped. */
+const FORGET = "DELETE FROM warp_semaphore_marker WHERE lock_id = $1::bigint AND holder = $2::text"
 
 const UNLOCK_ALL = "SELECT pg_advisory_unlock_all()"
 const UNLOCK_ALL_RESET = "SELECT pg_advisory_unlock_all(), set_config('idle_session_timeout', $1::text, false)"
@@ -112,8 +196,9 @@ export interface FusedRelease {
   /** The `SqlClient` whose connection holds the slot: a store fuses only a statement meant for it. */
   readonly client: SqlClient.SqlClient
   /**
-   * The release as a query of that client — the slot unlocked under its name's guard, the session's
-   * `idle_session_timeout` put back — for the store to embed (e.g. as a CTE its statement reads).
+   * The release as common table expressions of that client, for the store to add to its statement's
+   * `WITH` list: `r` (one row, column `released`) unlocks the slot under its name's guard and puts the
+   * session's `idle_session_timeout` back; another removes the slot's lock-delay marker.
    */
   readonly statement: Statement.Fragment
   /**
@@ -201,6 +286,13 @@ interface Lane {
   /** Lock ids held on this connection (the in-process gate: the scan skips them). */
   readonly held: Set<string>
   readonly lost: Deferred.Deferred<void>
+  /** Names this lane's lock-delay markers. */
+  readonly token: string
+  /**
+   * When (`performance.now()`) the last successful ping was sent: the server had the session (and
+   * renewed its markers) then, so its slots are the holder's until one deadline after it.
+   */
+  renewedAt: number
   dead: boolean
   watchdog: Fiber.RuntimeFiber<void, never> | undefined
 }
@@ -211,6 +303,7 @@ export const make = (options: PgProviderOptions = {}): Effect.Effect<SemaphorePr
     const sql = yield* SqlClient.SqlClient
     const deadlineMs = Duration.toMillis(Duration.decode(options.deadline ?? "10 seconds"))
     const quarter = Duration.millis(Math.max(1, Math.floor(deadlineMs / 4)))
+    const lapseAfterMs = deadlineMs - Duration.toMillis(quarter)
     const pingEvery = Duration.min(Duration.decode(options.pingInterval ?? "1 second"), quarter)
     const pingTimeout = Duration.min(Duration.decode(options.pingTimeout ?? "5 seconds"), quarter)
     // idle_session_timeout exists from PostgreSQL 14
@@ -218,7 +311,11 @@ export const make = (options: PgProviderOptions = {}): Effect.Effect<SemaphorePr
       Effect.map((rows) => Number(rows[0]?.v ?? 0)),
       Effect.orElseSucceed(() => 0)
     )
-    const sessionDeadline = version >= 140000 ? String(Math.max(1, Math.round(deadlineMs))) : null
+    const byTcp = options.deadlineBy === "tcp"
+    const sessionDeadline = !byTcp && version >= 140000 ? String(Math.max(1, Math.round(deadlineMs))) : null
+    // tcp_user_timeout exists from PostgreSQL 12; keepalive probes a second apart, as many as fit the deadline
+    const tcpDeadline = byTcp && version >= 120000 ? String(Math.max(1, Math.round(deadlineMs))) : null
+    const keepaliveCount = String(Math.max(1, Math.floor(deadlineMs / 1000)))
     // what a connection's idle_session_timeout goes back to when it returns to the pool, read once
     const resetDeadline =
       sessionDeadline === null
@@ -238,6 +335,23 @@ export const make = (options: PgProviderOptions = {}): Effect.Effect<SemaphorePr
         )
       )
     )
+    // lock-delay markers: one table for every slot name, kept by the database; none where it cannot be
+    // created (the scan then frees a lost slot at once, as before)
+    const markers = options.lockDelay === false ? false : yield* sql`CREATE TABLE IF NOT EXISTS warp_semaphore_marker (
+  lock_id bigint PRIMARY KEY, holder text NOT NULL, until timestamptz NOT NULL)`.pipe(
+      Effect.as(true),
+      Effect.catchAll(() =>
+        sql`SELECT 1 FROM pg_class WHERE relname = 'warp_semaphore_marker' AND relkind = 'r' AND pg_table_is_visible(oid)`.pipe(
+          Effect.map((rows) => rows.length > 0),
+          Effect.orElseSucceed(() => false)
+        )
+      )
+    )
+    // markers left by holders that never came back are overwritten by the slot's next holder; those of
+    // slots never taken again are swept here, once per provider start (an hour past their expiry)
+    if (markers) {
+      yield* sql`DELETE FROM warp_semaphore_marker WHERE until < now() - interval '1 hour'`.pipe(Effect.ignore)
+    }
     const every = options.retryInterval ?? "10 millis"
     const connections = options.multiplex?.connections
     if (connections !== undefined && (!Number.isInteger(connections) || connections < 1)) {
@@ -254,7 +368,7 @@ export const make = (options: PgProviderOptions = {}): Effect.Effect<SemaphorePr
     const openLane = Effect.gen(function* () {
       const scope = yield* Scope.make()
       const conn = yield* sql.reserve.pipe(Scope.extend(scope), Effect.onError(() => Scope.close(scope, Exit.void)))
-      const lane: Lane = { conn, scope, held: new Set(), lost: yield* Deferred.make<void>(), dead: false, watchdog: undefined }
+      const lane: Lane = { conn, scope, held: new Set(), lost: yield* Deferred.make<void>(), token: randomUUID(), renewedAt: performance.now(), dead: false, watchdog: undefined }
       yield* onConnectionEnd(lane)
       return lane
     })
@@ -290,15 +404,46 @@ export const make = (options: PgProviderOptions = {}): Effect.Effect<SemaphorePr
       })
 
     /**
-     * The release of slot `id` of `name`: unlocked under the name's guard; with `reset` not null, the
-     * session's `idle_session_timeout` put back (the connection goes back to the pool).
+     * The release of slot `id` of `name` held by the lane `token`, as common table expressions: `r`
+     * unlocks it under the name's guard (with `reset` not null, the session's `idle_session_timeout`
+     * put back: the connection goes back to the pool); the slot's lock-delay marker is removed (a clean
+     * release frees the slot at once).
      */
-    const releaseStatement = (name: string, id: string, reset: string | null) => {
+    const releaseCtes = (name: string, id: string, token: string, reset: string | null) => {
       const [g1, g2] = guardOf(name)
-      return sql`SELECT pg_advisory_unlock(${id}::bigint) AS released,
-       CASE WHEN ${reset}::text IS NULL THEN NULL ELSE set_config('idle_session_timeout', ${reset}::text, false) END AS deadline
-FROM (SELECT pg_advisory_xact_lock(${g1}::int, ${g2}::int)) AS guard`
+      const gone = markers
+        ? sql`warp_marker_gone AS (DELETE FROM warp_semaphore_marker WHERE lock_id = ${id}::bigint AND holder = ${token}::text), `
+        : sql``
+      return sql`${gone}r AS (
+  SELECT pg_advisory_unlock(${id}::bigint) AS released,
+         CASE WHEN ${reset}::text IS NULL THEN NULL ELSE set_config('idle_session_timeout', ${reset}::text, false) END AS deadline
+  FROM (SELECT pg_advisory_xact_lock(${g1}::int, ${g2}::int)) AS guard
+)`
     }
+
+    /**
+     * The lock-delay marker of a slot whose lane died, dropped once its holder has stopped (the scope
+     * releasing it closes after the handler ended): the slot is free again at once instead of when the
+     * marker expires. Through the pool, in the background (the release does not wait): each try is
+     * bounded and left behind at its timeout (a pool that cannot reach the server, a new connection
+     * hanging in connect, is not awaited), and tries go on for at most one deadline — the pool's
+     * connections may have died with the lane's, and it reconnects meanwhile; past that the marker has
+     * expired anyway.
+     */
+    const forget = (lane: Lane, id: string): Effect.Effect<void> =>
+      markers
+        ? Effect.asVoid(
+            Effect.forkDaemon(
+              sql.unsafe(FORGET, [id, lane.token]).pipe(
+                Effect.disconnect,
+                Effect.timeout(quarter),
+                Effect.retry(Schedule.spaced("50 millis").pipe(Schedule.upTo(Duration.millis(deadlineMs)))),
+                Effect.ignore,
+                Effect.interruptible
+              )
+            )
+          )
+        : Effect.void
 
     /** Drops whatever the connection still holds and gives it back to the pool. */
     const dispose = (lane: Lane) =>
@@ -317,13 +462,29 @@ FROM (SELECT pg_advisory_xact_lock(${g1}::int, ${g2}::int)) AS guard`
         )
       })
 
-    /** Pings the connection; a failed or late ping kills the lane. The ping itself is never interrupted. */
-    const watch = (lane: Lane) => {
-      const ping = Effect.forkDaemon(query(lane, "SELECT 1", [])).pipe(
-        Effect.flatMap((f) => Effect.timeoutFail(Fiber.join(f), { duration: pingTimeout, onTimeout: () => "ping timed out" }))
-      )
-      return Effect.sleep(pingEvery).pipe(
-        Effect.zipRight(ping),
+    /**
+     * Pings the connection — renewing the lane's lock-delay markers while it holds slots; a failed or
+     * late ping kills the lane. The ping itself is never interrupted.
+     */
+    const ping = (lane: Lane) =>
+      Effect.suspend(() => {
+        const sent = performance.now()
+        return Effect.forkDaemon(markers && lane.held.size > 0 ? query(lane, RENEW, [lane.token, deadlineMs, `{${[...lane.held].join(",")}}`]) : query(lane, "SELECT 1", [])).pipe(
+          Effect.flatMap((f) => {
+            const answer = Effect.timeoutFail(Fiber.join(f), { duration: pingTimeout, onTimeout: () => "ping timed out" })
+            // a timeout that fires far later than it was due means this process was paused (stopped, a
+            // long GC) while the ping was out, not that the server was slow: the answer may already wait
+            // in the socket, so it gets one more timeout from now (a session that died meanwhile fails
+            // it at once)
+            return Effect.catchIf(answer, () => performance.now() - sent > 2 * Duration.toMillis(pingTimeout) + 100, () => answer)
+          }),
+          Effect.tap(() => Effect.sync(() => void (lane.renewedAt = Math.max(lane.renewedAt, sent))))
+        )
+      })
+
+    const watch = (lane: Lane) =>
+      Effect.sleep(pingEvery).pipe(
+        Effect.zipRight(ping(lane)),
         Effect.forever,
         Effect.catchAll(() =>
           Effect.suspend(() => {
@@ -336,21 +497,21 @@ FROM (SELECT pg_advisory_xact_lock(${g1}::int, ${g2}::int)) AS guard`
         Effect.forkDaemon,
         Effect.tap((fiber) => Effect.sync(() => void (lane.watchdog = fiber)))
       )
-    }
 
     /** Runs the guarded scan over the lane's candidate slots; returns the slot index taken and its fencing token. */
     const scanLane = (
       lane: Lane,
       name: string,
       ids: ReadonlyArray<string>
-    ): Effect.Effect<Option.Option<{ readonly index: number; readonly fence: bigint | undefined }>, SemaphoreError> => {
+    ): Effect.Effect<Option.Option<{ readonly index: number; readonly fence: bigint | undefined; readonly lapsed: Effect.Effect<boolean> }>, SemaphoreError> => {
+      const sentAt = performance.now()
       const free: Array<number> = []
       for (let i = 0; i < ids.length; i++) if (!lane.held.has(ids[i]!)) free.push(i)
       if (free.length === 0) return Effect.succeed(Option.none())
       const [g1, g2] = guardOf(name)
       const candidates =
         free.length === ids.length && idCache.get(name) === ids ? arrayLiteral(name, ids) : `{${free.map((i) => ids[i]).join(",")}}`
-      return query(lane, SCAN, [candidates, randomOffset(free.length), free.length, g1, g2, sessionDeadline, fencing]).pipe(
+      return query(lane, markers ? SCAN_MARKED : SCAN_PLAIN, [candidates, randomOffset(free.length), free.length, g1, g2, sessionDeadline, fencing, lane.token, deadlineMs, tcpDeadline, keepaliveCount]).pipe(
         Effect.tapError(() => kill(lane)),
         Effect.mapError(fail(name, "advisory lock scan failed")),
         Effect.map((rows) => {
@@ -358,21 +519,41 @@ FROM (SELECT pg_advisory_xact_lock(${g1}::int, ${g2}::int)) AS guard`
           const row = rows[0] as { position: number; fence: string | null }
           const index = free[Number(row.position)]!
           lane.held.add(ids[index]!)
-          return Option.some({ index, fence: row.fence === null ? undefined : BigInt(row.fence) })
+          // the holder-side deadline: the lane is gone, or no renewal was sent within three quarters of
+          // the deadline (the server frees the slot one deadline after it at the earliest) and the
+          // session does not answer now. A session that answers has lived throughout — its locks with
+          // it, so nobody else can have taken the slot — and the answer renews the markers.
+          const lapsed = Effect.suspend(() => {
+            if (lane.dead) return Effect.succeed(true)
+            if (performance.now() - Math.max(sentAt, lane.renewedAt) < lapseAfterMs) return Effect.succeed(false)
+            return ping(lane).pipe(
+              Effect.map(() => lane.dead),
+              Effect.catchAll(() => Effect.as(kill(lane), true))
+            )
+          })
+          return Option.some({ index, fence: row.fence === null ? undefined : BigInt(row.fence), lapsed })
         })
       )
     }
 
     /**
-     * Unlocks one slot under its guard (a no-op on a dead lane: its locks are gone with it); `last`: the
-     * connection goes back to the pool, its deadline is put back.
+     * Unlocks one slot under its guard and removes its marker; `last`: the connection goes back to the
+     * pool, its deadline is put back. On a dead lane (its locks are gone with it), or one that dies
+     * now, only the marker is removed, through the pool: the holder has stopped, since its scope is
+     * releasing the slot.
      */
     const unlock = (lane: Lane, name: string, id: string, last: boolean): Effect.Effect<void> =>
       Effect.suspend(() => {
-        if (lane.dead) return Effect.void
-        const [text, params] = releaseStatement(name, id, last ? resetDeadline : null).compile()
+        if (lane.dead) return forget(lane, id)
+        // the marker's removal is committed asynchronously (a crash may lose it: the slot then waits for
+        // the marker to expire, never the other way round); a fused finalize commits as the store's write does
+        const [text, params] = sql`WITH ${releaseCtes(name, id, lane.token, last ? resetDeadline : null)}
+SELECT released, ${markers} AND set_config('synchronous_commit', 'off', true) IS NOT NULL AS async FROM r`.compile()
         return query(lane, text, params).pipe(
-          Effect.matchEffect({ onFailure: () => kill(lane), onSuccess: () => Effect.sync(() => void lane.held.delete(id)) })
+          Effect.matchEffect({
+            onFailure: () => Effect.zipRight(kill(lane), forget(lane, id)),
+            onSuccess: () => Effect.sync(() => void lane.held.delete(id))
+          })
         )
       })
 
@@ -385,7 +566,7 @@ FROM (SELECT pg_advisory_xact_lock(${g1}::int, ${g2}::int)) AS guard`
           yield* Scope.close(lane.scope, Exit.void)
           return Option.none()
         }
-        const { fence, index } = taken.value
+        const { fence, index, lapsed } = taken.value
         yield* watch(lane)
         const id = ids[index]!
         // the lane holds this one slot until it is unlocked: by `unlock`, or by a store's finalizing statement
@@ -393,14 +574,14 @@ FROM (SELECT pg_advisory_xact_lock(${g1}::int, ${g2}::int)) AS guard`
         const release = Effect.gen(function* () {
           if (lane.watchdog !== undefined) yield* Fiber.interrupt(lane.watchdog)
           lane.watchdog = undefined
-          if (lane.dead) return
+          if (lane.dead) return yield* forget(lane, id)
           if (lane.held.has(id)) yield* unlock(lane, name, id, true)
           if (!lane.dead) yield* Scope.close(lane.scope, Exit.void)
         })
-        const slot: Slot = { name, index, lost: Deferred.await(lane.lost), fence }
+        const slot: Slot = { name, index, lost: Deferred.await(lane.lost), fence, lapsed }
         const fusedOnce: FusedRelease = {
           client: sql,
-          statement: releaseStatement(name, id, resetDeadline),
+          statement: releaseCtes(name, id, lane.token, resetDeadline),
           run: (text, params) =>
             Effect.suspend(() => {
               if (!holds()) return Effect.failSync(() => new SemaphoreError({ name, message: "slot no longer held" }))
@@ -448,8 +629,8 @@ FROM (SELECT pg_advisory_xact_lock(${g1}::int, ${g2}::int)) AS guard`
           const taken = yield* scanLane(current, name, ids)
           return Option.map(
             taken,
-            ({ fence, index }): Held => ({
-              slot: { name, index, lost: Deferred.await(current.lost), fence },
+            ({ fence, index, lapsed }): Held => ({
+              slot: { name, index, lost: Deferred.await(current.lost), fence, lapsed },
               release: entry.mutex(unlock(current, name, ids[index]!, false))
             })
           )

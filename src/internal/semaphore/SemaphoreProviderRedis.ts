@@ -187,18 +187,17 @@ export const make = (client: RedisClient, options: RedisProviderOptions = {}): E
      * lease is found gone or taken over, or when no renewal has succeeded by `validUntil` (counted from
      * when the last successful call was sent, minus the margin).
      */
-    const keepLease = (key: string, name: string, slot: number, token: string, lost: Deferred.Deferred<void>, sentAt: number) => {
-      let validUntil = sentAt + leaseMs - marginMs
+    const keepLease = (key: string, name: string, slot: number, token: string, lost: Deferred.Deferred<void>, lease: { validUntil: number }) => {
       const renew = Effect.flatMap(Clock.currentTimeMillis, (sent) =>
         call(name, "lease renewal failed", () => scripts.warpSemaphoreRenew(key, slot, token, leaseMs)).pipe(
-          Effect.flatMap((ok) => (ok === 1 ? Effect.sync(() => void (validUntil = Math.max(validUntil, sent + leaseMs - marginMs))) : Effect.fail("gone" as const))),
+          Effect.flatMap((ok) => (ok === 1 ? Effect.sync(() => void (lease.validUntil = Math.max(lease.validUntil, sent + leaseMs - marginMs))) : Effect.fail("gone" as const))),
           // a failed call is retried at the next beat; the deadline decides when it is too late
           Effect.catchTag("SemaphoreError", () => Effect.void)
         )
       )
       const heartbeats = renew.pipe(Effect.repeat(Schedule.spaced(heartbeat)), Effect.delay(heartbeat))
       const deadline: Effect.Effect<void> = Effect.flatMap(Clock.currentTimeMillis, (t) =>
-        t >= validUntil ? Effect.void : Effect.zipRight(Effect.sleep(Duration.millis(validUntil - t)), deadline)
+        t >= lease.validUntil ? Effect.void : Effect.zipRight(Effect.sleep(Duration.millis(lease.validUntil - t)), deadline)
       )
       return Effect.raceFirst(Effect.ignore(heartbeats), deadline).pipe(
         Effect.zipRight(Deferred.succeed(lost, undefined)),
@@ -221,12 +220,15 @@ export const make = (client: RedisClient, options: RedisProviderOptions = {}): E
         const slot = Number(answer[0])
         const fence = BigInt(answer[1])
         const lost = yield* Deferred.make<void>()
-        const fiber = yield* keepLease(key, name, slot, token, lost, sentAt)
+        const lease = { validUntil: sentAt + leaseMs - marginMs }
+        const fiber = yield* keepLease(key, name, slot, token, lost, lease)
+        // the holder-side deadline passed (a pause can outrun the deadline's own timer), or the slot was lost
+        const lapsed = Effect.flatMap(Clock.currentTimeMillis, (t) => (t >= lease.validUntil ? Effect.succeed(true) : Deferred.isDone(lost)))
         const release = Fiber.interrupt(fiber).pipe(
           Effect.zipRight(call(name, "release script failed", () => scripts.warpSemaphoreRelease(key, slot, token))),
           Effect.ignore
         )
-        return Option.some({ slot: { name, index: slot, lost: Deferred.await(lost), fence }, release })
+        return Option.some({ slot: { name, index: slot, lost: Deferred.await(lost), fence, lapsed }, release })
       })
 
     const service: SemaphoreProviderService = {

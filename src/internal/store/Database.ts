@@ -11,6 +11,7 @@ import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Redacted from "effect/Redacted"
+import { hostname } from "node:os"
 
 /** PostgreSQL could not be reached (or no URL was given). Names the host and where the URL came from. */
 export class DatabaseUnreachable extends Data.TaggedError("DatabaseUnreachable")<{
@@ -31,7 +32,16 @@ export interface DatabaseOptions {
   readonly connectTimeout?: Duration.DurationInput
   /** Where the URL came from, for the error message (default "configuration"). */
   readonly source?: string
+  /**
+   * The `application_name` every connection of the pool sets (default {@link defaultApplicationName}:
+   * `warp-effect {pid}@{hostname}`). The workers page counts a worker's connections by the name its
+   * store connection carries, so keep it unique per process (PostgreSQL keeps its first 63 bytes).
+   */
+  readonly applicationName?: string
 }
+
+/** The default `application_name`: `warp-effect {pid}@{hostname}`, one per process. */
+export const defaultApplicationName = (): string => `warp-effect ${process.pid}@${hostname()}`
 
 const hostOf = (url: string): string => {
   try {
@@ -52,7 +62,8 @@ export const layer = (url: string, options: DatabaseOptions = {}): Layer.Layer<P
   PgClient.layer({
     url: Redacted.make(url),
     maxConnections: options.maxConnections ?? 20,
-    connectTimeout: options.connectTimeout ?? "5 seconds"
+    connectTimeout: options.connectTimeout ?? "5 seconds",
+    applicationName: options.applicationName ?? defaultApplicationName()
   }).pipe(
     Layer.catchAll((e) => Layer.fail(new DatabaseUnreachable({ host: hostOf(url), source: options.source ?? "configuration", reason: reasonOf(e) })))
   )

@@ -100,12 +100,26 @@ export interface WorkerReport {
   readonly lanes: number
   /** Jobs claimed and not yet finalized. */
   readonly inFlight: number
-  /** Concurrency keys of the handlers it is running now, with how many of each. */
-  readonly slots: ReadonlyArray<{ readonly key: string; readonly held: number }>
+  /**
+   * Concurrency keys of the handlers it is running now, with how many of each; `jobs`: the running
+   * jobs whose row does not carry the key yet (resolved from the handler or contract in their first
+   * attempt, stamped by its finalizing write), so that the dashboard can show them holding it.
+   */
+  readonly slots: ReadonlyArray<{ readonly key: string; readonly held: number; readonly jobs?: ReadonlyArray<ReportedJob> | undefined }>
   /** How often the worker reports (its heartbeat interval). */
   readonly heartbeatMs: number
   /** The worker's last outage of the store, once it is over. */
   readonly lastOutage?: { readonly ms: number; readonly endedAt: Date } | undefined
+}
+
+/**
+ * A running job whose row does not carry its key yet, as its worker reports it: the limit in force and
+ * where the key was declared (`handler`, `contract` or `global`).
+ */
+export interface ReportedJob {
+  readonly id: string
+  readonly limit: number
+  readonly source: string
 }
 
 /** A worker as the registry sees it. */
@@ -116,6 +130,31 @@ export interface WorkerInfo extends WorkerReport {
   readonly silentMs: number
   /** Jobs it holds now (Processing rows locked by it). */
   readonly holding: number
+  /**
+   * PostgreSQL connections its process has open to the store's database, counted by the
+   * `application_name` of the connection its report was written on (`Database.layer` sets
+   * `warp-effect {pid}@{hostname}`); the connections of a held PostgreSQL-provider slot count too.
+   * Undefined when the store cannot tell: the memory store, a connection without a name, or a name
+   * another process reports as well.
+   */
+  readonly connections: number | undefined
+}
+
+/**
+ * One finding of the slot-leak audit (`SlotAudit`), as the store keeps it:
+ * - `LeakedSlot`: slot `slot` of `key` is held by an idle session with no Processing job of the key to
+ *   account for it;
+ * - `StuckHolder`: job `jobId` of `key` is Processing with its lease expired while a slot lock of the key
+ *   is held (`slot` is undefined: the lock cannot be tied to the job).
+ * `detail` says the rest in words (session, idle time, lease); `foundAt` is the audit run's time.
+ */
+export interface SlotAuditFinding {
+  readonly kind: "LeakedSlot" | "StuckHolder"
+  readonly key: string
+  readonly slot: number | undefined
+  readonly jobId: string | undefined
+  readonly detail: string
+  readonly foundAt: Date
 }
 
 /**
@@ -232,6 +271,14 @@ export interface JobStoreService {
   readonly removeWorker: (workerId: string) => Effect.Effect<void, StoreError>
   /** The registry: every worker that reported and has not stopped, oldest first. */
   readonly workers: Effect.Effect<ReadonlyArray<WorkerInfo>, StoreError>
+  /**
+   * Replaces the stored findings of the slot-leak audit with those of its latest run (an empty list:
+   * the run found nothing), in one atomic write. Any process running the audit writes here; the
+   * dashboard reads {@link slotAuditFindings}.
+   */
+  readonly recordSlotAudit: (findings: ReadonlyArray<SlotAuditFinding>) => Effect.Effect<void, StoreError>
+  /** The findings of the latest slot-audit run recorded, in the order recorded (none: no run recorded, or it found nothing). */
+  readonly slotAuditFindings: Effect.Effect<ReadonlyArray<SlotAuditFinding>, StoreError>
   /** One job with its audit trail. */
   readonly get: (id: string) => Effect.Effect<Option.Option<JobDetail>, StoreError>
   /** Jobs matching the filter (no filter: all), newest first; `total` counts every match. */

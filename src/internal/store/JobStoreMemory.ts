@@ -29,6 +29,7 @@ import {
   matchesFilter,
   operatorFrom,
   operatorTo,
+  type SlotAuditFinding,
   type WorkerInfo,
   type WorkerReport
 } from "./JobStore.js"
@@ -44,6 +45,7 @@ export const make = Effect.flatMap(SemaphoreProviderMemory.make, (locks) => Effe
   const logs = new Map<string, Array<JobLog>>()
   const counters = new Map<string, number>()
   const workers = new Map<string, { report: WorkerReport; startedAt: Date; seenAt: Date }>()
+  let slotAudit: ReadonlyArray<SlotAuditFinding> = []
   /** Jobs marked as holding a slot of a `CancelRunning` key (see `markHolder`), cleared by their finalize. */
   const holders = new Map<string, string>()
   const originFor = new Map<string, Date>()
@@ -167,7 +169,12 @@ export const make = Effect.flatMap(SemaphoreProviderMemory.make, (locks) => Effe
         if (cur === undefined || cur.state !== "Processing" || cur.lockedBy !== workerId || cur.attempt !== job.attempt) return false
         const state = stateOf(outcome, at)
         const pending = state === "Enqueued" || state === "Scheduled"
-        const when = outcome._tag === "Requeued" && outcome.at !== undefined && outcome.at.getTime() > at.getTime() ? outcome.at : at
+        const when =
+          outcome._tag === "Requeued" && outcome.keepsPlace === true
+            ? cur.scheduleTime
+            : outcome._tag === "Requeued" && outcome.at !== undefined && outcome.at.getTime() > at.getTime()
+              ? outcome.at
+              : at
         jobs.set(
           job.id,
           clone(cur, {
@@ -273,10 +280,19 @@ export const make = Effect.flatMap(SemaphoreProviderMemory.make, (locks) => Effe
             startedAt,
             seenAt,
             silentMs: Math.max(0, at.getTime() - seenAt.getTime()),
-            holding: held.length
+            holding: held.length,
+            // an in-memory store has no connections to count
+            connections: undefined
           }
         })
     ),
+
+    recordSlotAudit: (findings) =>
+      Effect.sync(() => {
+        slotAudit = findings.map((f) => ({ ...f }))
+      }),
+
+    slotAuditFindings: Effect.sync(() => slotAudit),
 
     get: (id) =>
       Effect.sync(() => {
@@ -329,7 +345,7 @@ export const make = Effect.flatMap(SemaphoreProviderMemory.make, (locks) => Effe
 
     locks,
 
-    insight: KeyInsightMemory.make({ jobs, logs, originFor })
+    insight: KeyInsightMemory.make({ jobs, logs, originFor, reported: () => [...workers.values()].map((w) => ({ workerId: w.report.workerId, slots: w.report.slots })) })
   }
   return service
 }))

@@ -4,9 +4,10 @@
  * plus every admin override), what holds and waits for each key, and what each key did over the last
  * 5 minutes, hour and day. Every store implements it (`JobStoreService.insight`); nothing here writes.
  *
- * A key a running job resolved from its handler or contract is visible only once the row carries it:
- * the stamp is written by the attempt's finalizing write (see the concurrency spec), so a job in its
- * first attempt whose key was not passed at enqueue is not counted as a holder yet.
+ * A key a running job resolved from its handler or contract reaches the row with the attempt's
+ * finalizing write (the stamp, see the concurrency spec). Until then its worker reports the job with
+ * the key (`WorkerReport.slots`, sent within moments of the handler's start), and the views count it
+ * as a holder from that report.
  *
  * @since 0.3.0
  */
@@ -116,6 +117,11 @@ export const maxHolders = 20
 export interface KeyPage {
   readonly rows: ReadonlyArray<KeySummary>
   readonly total: number
+  /**
+   * When the order of the keys was computed, when it is not this request's: a store whose ranking
+   * is costly (many live keys) reuses it for a few seconds. The rows' figures are read live either way.
+   */
+  readonly rankedAt?: Date | undefined
 }
 
 /**

@@ -25,6 +25,11 @@ export interface MemoryState {
   readonly logs: ReadonlyMap<string, ReadonlyArray<JobLog>>
   /** The time a job created Scheduled was created for (absent: created Enqueued). */
   readonly originFor: ReadonlyMap<string, Date>
+  /** The workers' last reports: running jobs whose row does not carry their key yet, by key. */
+  readonly reported: () => ReadonlyArray<{
+    readonly workerId: string
+    readonly slots: ReadonlyArray<{ readonly key: string; readonly jobs?: ReadonlyArray<{ readonly id: string }> | undefined }>
+  }>
 }
 
 const live = (j: Job) => j.state === "Scheduled" || j.state === "Enqueued" || j.state === "Processing"
@@ -33,6 +38,17 @@ const byKey = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0)
 
 /** Builds the views over a memory store's state. */
 export const make = (state: MemoryState): KeyInsightService => {
+  /** Running jobs reported holding `key` whose row does not carry it yet (see `WorkerReport.slots`). */
+  const reportedFor = (key: string): Array<Job> =>
+    state.reported().flatMap((w) =>
+      w.slots
+        .filter((s) => s.key === key)
+        .flatMap((s) => s.jobs ?? [])
+        .map((reported) => state.jobs.get(reported.id))
+        .filter((j): j is Job => j !== undefined && j.state === "Processing" && j.lockedBy === w.workerId && keyOfMetadata(j.metadata) === undefined)
+    )
+  const reportedKeys = (): Array<string> =>
+    state.reported().flatMap((w) => w.slots.filter((s) => (s.jobs ?? []).length > 0).map((s) => s.key)).filter((k) => reportedFor(k).length > 0)
   const summarize = (key: string, adminSlots: number | null, now: number): KeySummary => {
     const rows = [...state.jobs.values()].filter((j) => keyOfMetadata(j.metadata) === key)
     const liveRows = rows.filter(live)
@@ -41,8 +57,7 @@ export const make = (state: MemoryState): KeyInsightService => {
       ? null
       : new Date(Math.min(...due.map((j) => Math.max(j.createdAt.getTime(), state.originFor.get(j.id)?.getTime() ?? 0))))
     const limits = liveRows.map((j) => limitOfMetadata(j.metadata))
-    const holders: Array<KeyHolder> = liveRows
-      .filter((j) => j.state === "Processing")
+    const holders: Array<KeyHolder> = [...liveRows.filter((j) => j.state === "Processing"), ...reportedFor(key)]
       .sort((a, b) => a.updatedAt.getTime() - b.updatedAt.getTime() || byKey(a.id, b.id))
       .map((j) => ({ id: j.id, type: j.type, workerId: j.lockedBy, since: j.updatedAt }))
     const counts = {} as Record<WindowName, WindowCounts>
@@ -77,6 +92,7 @@ export const make = (state: MemoryState): KeyInsightService => {
           const k = keyOfMetadata(j.metadata)
           if (k !== undefined && live(j)) keys.add(k)
         }
+        for (const k of reportedKeys()) keys.add(k)
         const all = [...keys]
           .map((k) => summarize(k, admin.get(k) ?? null, now))
           .sort((a, b) => b.pressure - a.pressure || byKey(a.key, b.key))

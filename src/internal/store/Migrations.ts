@@ -20,6 +20,8 @@ import core0004 from "../../../migrations/core/0004_warp_jobs_origin.js"
 import core0005 from "../../../migrations/core/0005_warp_counters_shards.js"
 import core0006 from "../../../migrations/core/0006_warp_cancel_workers.js"
 import core0007 from "../../../migrations/core/0007_warp_jobs_key_insight.js"
+import core0008 from "../../../migrations/core/0008_warp_workers_application_name.js"
+import core0009 from "../../../migrations/core/0009_warp_slot_audit.js"
 
 const run = (migrations: Record<string, Effect.Effect<void, unknown, SqlClient.SqlClient>>, table: string) =>
   Migrator.make({})({ loader: Migrator.fromRecord(migrations), table })
@@ -27,7 +29,7 @@ const run = (migrations: Record<string, Effect.Effect<void, unknown, SqlClient.S
 /** A migration run's result: the migrations applied now. */
 export type MigrationRun = Effect.Effect<ReadonlyArray<readonly [number, string]>, Migrator.MigrationError | SqlError, SqlClient.SqlClient>
 
-/** Creates or upgrades the core tables (`warp_jobs`, `warp_job_logs`, `warp_counters`). */
+/** Creates or upgrades the core tables (`warp_jobs`, `warp_job_logs`, `warp_counters`, `warp_workers`, `warp_slot_audit`). */
 export const core: MigrationRun = run(
   {
     "0001_warp_jobs": core0001,
@@ -36,7 +38,9 @@ export const core: MigrationRun = run(
     "0004_warp_jobs_origin": core0004,
     "0005_warp_counters_shards": core0005,
     "0006_warp_cancel_workers": core0006,
-    "0007_warp_jobs_key_insight": core0007
+    "0007_warp_jobs_key_insight": core0007,
+    "0008_warp_workers_application_name": core0008,
+    "0009_warp_slot_audit": core0009
   },
   "warp_migrations"
 )

@@ -13,7 +13,9 @@
  * the holder's scope closes (success, failure, defect, interruption, timeout); zero timeout =
  * one try; a waiting acquisition gets a slot freed meanwhile and stops at an outer timeout;
  * invalid limits fail with `SemaphoreError`; the slot-pool rule (`Mutex(k)` and
- * `Semaphore(k, N)` share one pool of N); distinct names are independent.
+ * `Semaphore(k, N)` share one pool of N); distinct names are independent; for a provider that offers
+ * them, a held slot has not lapsed and fencing tokens only grow per name (a provider that cannot
+ * fence leaves `Slot.fence` undefined, which the type allows).
  *
  * Requires `vitest` and `@effect/vitest` (test-time dependencies of the caller).
  *
@@ -357,6 +359,34 @@ export const suite = <E>(name: string, makeLayer: () => Layer.Layer<SemaphorePro
         const slot: Slot = Option.getOrThrow(held.slot)
         expect(Option.isNone(yield* Effect.timeoutOption(slot.lost, "100 millis"))).toBe(true)
         yield* held.close
+      }))
+
+    test("a slot held and renewed normally has not lapsed (when the provider checks lapses)", () =>
+      Effect.gen(function* () {
+        const k = freshKey("lapse")
+        const held = yield* holdOpen(k, 1)
+        const slot: Slot = Option.getOrThrow(held.slot)
+        if (slot.lapsed !== undefined) {
+          expect(yield* slot.lapsed).toBe(false)
+          yield* Effect.sleep("300 millis")
+          expect(yield* slot.lapsed).toBe(false)
+        }
+        yield* held.close
+      }))
+
+    test("fencing tokens (when the provider gives them) only grow per name, whichever slot", () =>
+      Effect.gen(function* () {
+        const k = freshKey("fence")
+        const tokens: Array<bigint | undefined> = []
+        for (let i = 0; i < 6; i++) {
+          // limit 2: consecutive acquisitions may land on either slot
+          const held = yield* holdOpen(k, 2)
+          tokens.push(Option.getOrThrow(held.slot).fence)
+          yield* held.close
+        }
+        // a provider fences every acquisition or none
+        expect(tokens.every((t) => t === undefined) || tokens.every((t) => t !== undefined)).toBe(true)
+        for (let i = 1; i < tokens.length; i++) if (tokens[i] !== undefined) expect(tokens[i]! > tokens[i - 1]!).toBe(true)
       }))
   })
 }

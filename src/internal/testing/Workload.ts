@@ -7,7 +7,7 @@
  * @since 0.2.0
  */
 import * as fc from "effect/FastCheck"
-import { JobParameters } from "../job/JobParameters.js"
+import { JobParameters } from "../publisher/JobParameters.js"
 
 /**
  * What a job's handler does when it plays its part (`TestRuntime.play`): return, fail with

@@ -22,11 +22,11 @@ import * as JobMetadata from "../policy/JobMetadata.js"
 import { JobStore } from "../store/JobStore.js"
 import type { StoreError } from "../store/StoreError.js"
 import type { InvalidArgument } from "../error/InvalidArgument.js"
-import type { InvalidPayload } from "./errors.js"
-import * as PayloadCodec from "./PayloadCodec.js"
+import type { InvalidPayload } from "../job/errors.js"
+import * as PayloadCodec from "../job/PayloadCodec.js"
 import { fifoCarry } from "./Publisher.js"
-import * as Recurring from "./Recurring.js"
-import { Registry } from "./Registry.js"
+import * as Recurring from "../job/Recurring.js"
+import { Registry } from "../job/Registry.js"
 
 /**
  * Fires one tick of `recurring`: inserts its row (Enqueued, ScheduleTime = tick, empty metadata but

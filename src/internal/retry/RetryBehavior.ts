@@ -12,10 +12,10 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Schedule from "effect/Schedule"
 import { Outcome } from "../job/Outcome.js"
-import type { Behavior } from "../job/Pipeline.js"
-import * as FailureObserver from "./FailureObserver.js"
-import type { RetryPolicy } from "./PolicyValues.js"
-import { totalDeadline } from "./TimeoutBehavior.js"
+import type { Behavior } from "../attempt/Pipeline.js"
+import * as FailureObserver from "../policy/FailureObserver.js"
+import type { RetryPolicy } from "../policy/PolicyValues.js"
+import { totalDeadline } from "../timeout/TimeoutBehavior.js"
 
 /** The delay before attempt `attempt + 1` after attempt `attempt` (1-based) failed. */
 export const delayAfter = (policy: RetryPolicy, attempt: number): Effect.Effect<Duration.Duration> =>

@@ -6,7 +6,11 @@
  * @since 0.2.0
  */
 import * as Clock from "effect/Clock"
+import * as Deferred from "effect/Deferred"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as FiberId from "effect/FiberId"
 import * as Metric from "effect/Metric"
 
 /** Finalizing writes (finished attempts) waiting for the store to answer. */
@@ -20,6 +24,17 @@ export interface StoreHealth {
   readonly downSince: () => number | undefined
   /** The last outage that is over: how long it lasted and when it ended (epoch ms). */
   readonly lastOutage: () => { readonly ms: number; readonly endedAt: number } | undefined
+  /**
+   * Completes when the store is next seen answering again after an outage (any of the worker's calls
+   * gets through). Taken before a call, awaited after it failed: whoever waits to retry retries at
+   * once, instead of at its next back-off tick.
+   */
+  readonly nextReturn: () => Effect.Effect<void>
+  /**
+   * Runs a store call until it succeeds (observed): back-off from 50 ms doubling to 500 ms, cut short
+   * when the store is seen back.
+   */
+  readonly retrying: <A, E, R>(self: Effect.Effect<A, E, R>) => Effect.Effect<A, never, R>
 }
 
 const describe = (e: unknown): string => {
@@ -31,11 +46,10 @@ const describe = (e: unknown): string => {
 export const make = (workerId: string): StoreHealth => {
   let since: number | undefined
   let last: { readonly ms: number; readonly endedAt: number } | undefined
-  return {
-    downSince: () => since,
-    lastOutage: () => last,
-    observe: (self) =>
-      self.pipe(
+  let back = Deferred.unsafeMake<void>(FiberId.none)
+  const nextReturn = () => Deferred.await(back)
+  const observe = <A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+    self.pipe(
         Effect.tapBoth({
           onFailure: (e) =>
             Effect.flatMap(Clock.currentTimeMillis, (now) => {
@@ -51,11 +65,24 @@ export const make = (workerId: string): StoreHealth => {
                   const seconds = (now - since) / 1000
                   last = { ms: now - since, endedAt: now }
                   since = undefined
+                  const returned = back
+                  back = Deferred.unsafeMake<void>(FiberId.none)
+                  Deferred.unsafeDone(returned, Exit.void)
                   return Effect.logInfo(`worker ${workerId}: job store reachable again after ${seconds.toFixed(1)} s`)
                 })
         })
       )
+  const retrying = <A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<A, never, R> => {
+    const attempt = (delay: number): Effect.Effect<A, never, R> =>
+      Effect.suspend(() => {
+        const returned = nextReturn()
+        return Effect.catchAll(observe(self), () =>
+          Effect.zipRight(Effect.raceFirst(Effect.sleep(Duration.millis(delay)), returned), attempt(Math.min(500, delay * 2)))
+        )
+      })
+    return attempt(50)
   }
+  return { downSince: () => since, lastOutage: () => last, nextReturn, observe, retrying }
 }
 
 /**

@@ -4,10 +4,14 @@
  * @since 0.1.0
  */
 import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
 import type { Policies } from "../policy/PolicyFamily.js"
 import type { Slot } from "../semaphore/SemaphoreProvider.js"
-import type { Job } from "./Job.js"
-import type { Registered } from "./Registry.js"
+import type { Job } from "../job/Job.js"
+import type { SlotInfo } from "../job/Handler.js"
+import type { Registered } from "../job/Registry.js"
+
+export type { SlotInfo }
 
 /** One attempt: the claimed row, its handler and the policy in force. */
 export interface Attempt {
@@ -21,13 +25,6 @@ export interface Attempt {
 /** The current attempt, provided to behaviors and handlers. */
 export class CurrentAttempt extends Context.Tag("warp/CurrentAttempt")<CurrentAttempt, Attempt>() {}
 
-/** The concurrency slot an attempt holds: its key, its index and the provider's fencing token. */
-export interface SlotInfo {
-  readonly key: string
-  readonly index: number
-  readonly fence?: bigint | undefined
-}
-
 /** The slot the running attempt holds (set by the concurrency gate around what it admits); none by default. */
 export class CurrentSlot extends Context.Reference<CurrentSlot>()("warp/CurrentSlot", {
   defaultValue: (): SlotInfo | undefined => undefined
@@ -39,4 +36,14 @@ export class CurrentSlot extends Context.Reference<CurrentSlot>()("warp/CurrentS
  */
 export class HeldSlot extends Context.Reference<HeldSlot>()("warp/HeldSlot", {
   defaultValue: (): Slot | undefined => undefined
+}) {}
+
+/**
+ * Whether a slot the running attempt holds has lapsed (set by the concurrency gate beside
+ * {@link HeldSlot}): the requeue reason naming the first of its slots whose `Slot.lapsed` is true, else
+ * undefined. The worker asks it after the handler, before the finalizing write, and records that
+ * requeue instead of the handler's outcome; nothing by default.
+ */
+export class SlotLapse extends Context.Reference<SlotLapse>()("warp/SlotLapse", {
+  defaultValue: (): Effect.Effect<string | undefined> => Effect.succeed(undefined)
 }) {}

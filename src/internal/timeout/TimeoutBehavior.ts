@@ -11,8 +11,8 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import { Outcome } from "../job/Outcome.js"
 import type { Job } from "../job/Job.js"
-import type { Behavior } from "../job/Pipeline.js"
-import type { TimeoutPolicy } from "./PolicyValues.js"
+import type { Behavior } from "../attempt/Pipeline.js"
+import type { TimeoutPolicy } from "../policy/PolicyValues.js"
 
 /**
  * The wall-clock deadline (epoch ms) of a `Total` timeout: the one stamped at publish, or — for a row

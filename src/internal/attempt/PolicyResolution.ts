@@ -8,11 +8,11 @@
 import * as Either from "effect/Either"
 import type { AnyContract } from "../job/Contract.js"
 import type { AnyHandler } from "../job/Handler.js"
-import * as ComputedLimit from "./ComputedLimit.js"
-import * as Declaration from "./Declaration.js"
-import * as JobMetadata from "./JobMetadata.js"
-import { families, familyNames, type Policies } from "./PolicyFamily.js"
-import { ConcurrencyPolicy } from "./PolicyValues.js"
+import * as ComputedLimit from "../policy/ComputedLimit.js"
+import * as Declaration from "../policy/Declaration.js"
+import * as JobMetadata from "../policy/JobMetadata.js"
+import { families, familyNames, type Policies } from "../policy/PolicyFamily.js"
+import { ConcurrencyPolicy } from "../policy/PolicyValues.js"
 
 /** The result of resolving one attempt's policy. */
 export interface Resolution {

@@ -8,11 +8,17 @@
 import type * as Effect from "effect/Effect"
 import type * as Scope from "effect/Scope"
 import type { Attempt } from "./Attempt.js"
-import type { Outcome } from "./Outcome.js"
+import type { Outcome } from "../job/Outcome.js"
 
 /** One pipeline behavior, with its own requirements already provided. */
 export interface Behavior {
   readonly name: string
+  /**
+   * Whether this behavior admits the attempt by holding a slot around `next` (the concurrency gate).
+   * The worker runs the attempt's finalizing write inside the last such behavior, so the write can
+   * release the slot it holds (see `HeldSlot`); the behaviors after it run inside the slot.
+   */
+  readonly holdsSlot?: boolean
   readonly wrap: (attempt: Attempt, next: Effect.Effect<Outcome, never, Scope.Scope>) => Effect.Effect<Outcome, never, Scope.Scope>
 }
 

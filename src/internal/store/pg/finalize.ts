@@ -1,0 +1,60 @@
+/**
+ * The finalizing write of an attempt in the PostgreSQL store: the row update, its audit entry and the
+ * counter bumps in one round trip — on the held slot's connection, unlocking the slot too, when the
+ * worker hands it the slot's release of a `SemaphoreProviderPg` on the same `SqlClient`.
+ */
+import type * as SqlClient from "@effect/sql/SqlClient"
+import * as Effect from "effect/Effect"
+import { counterOf, logOf, stateOf } from "../../job/Outcome.js"
+import { counterKeys, type Finalize } from "../JobStore.js"
+import type { StoreError } from "../StoreError.js"
+import { bumpCounters, fail } from "./shared.js"
+
+/**
+ * `JobStoreService.finalize`: writes the attempt's outcome if this attempt still owns the row (false
+ * when the claim was lost), fusing the slot's `release` into the statement when it is held on `sql`.
+ */
+export const finalize = (
+  sql: SqlClient.SqlClient,
+  { handlerRan = true, job, metadata, outcome, release, workerId }: Finalize
+): Effect.Effect<boolean, StoreError> => {
+  const state = stateOf(outcome, new Date())
+  const log = logOf(outcome)
+  const at = outcome._tag === "Requeued" && outcome.at !== undefined ? outcome.at.toISOString() : null
+  const keepsPlace = outcome._tag === "Requeued" && outcome.keepsPlace === true
+  const keys = JSON.stringify(counterKeys(counterOf(outcome), job.type))
+  // the slot's release, fused into this statement when it is held on a connection of this client
+  const fused = release !== undefined && release.client === sql ? release : undefined
+  const statement = sql`
+        WITH u AS (
+          UPDATE warp_jobs
+          SET state = ${state}, metadata = ${JSON.stringify(metadata)}::jsonb,
+              schedule_time = CASE WHEN ${state} IN ('Enqueued', 'Scheduled') AND NOT ${keepsPlace}
+                                   THEN greatest(now(), coalesce(${at}::timestamptz, now())) ELSE schedule_time END,
+              locked_by = NULL, lease_until = NULL, updated_at = now(),
+              attempt = CASE WHEN ${handlerRan} THEN attempt ELSE attempt - 1 END,
+              cancel_requested = CASE WHEN ${state} IN ('Enqueued', 'Scheduled') THEN cancel_requested END,
+              holder_key = NULL
+          WHERE id = ${job.id} AND state = 'Processing' AND locked_by = ${workerId} AND attempt = ${job.attempt}
+          RETURNING id
+        ), l AS (
+          INSERT INTO warp_job_logs (job_id, kind, message) SELECT id, ${log.kind}, ${log.message} FROM u
+        ), c AS (
+          ${bumpCounters(sql, sql`u`, sql`jsonb_array_elements_text(${keys}::jsonb)`)}
+        )${
+          fused === undefined
+            ? sql``
+            : sql`, ${fused.statement}`
+        }
+        SELECT count(*)::int AS n${fused === undefined ? sql`` : sql`, (SELECT released FROM r) AS released`} FROM u`
+  const written = (rows: ReadonlyArray<unknown>) => Number((rows[0] as any)?.n ?? 0) === 1
+  if (fused === undefined) return statement.pipe(Effect.map(written), Effect.mapError(fail("finalize")))
+  const [text, params] = statement.compile()
+  // the slot's connection could not run it (lost, or the statement failed there): the slot is lost
+  // either way, and the write goes through the pool (it lands only if this attempt still owns the row)
+  return fused.run(text, params).pipe(
+    Effect.map(written),
+    Effect.catchTag("SemaphoreError", () => statement.pipe(Effect.map(written))),
+    Effect.mapError(fail("finalize"))
+  )
+}

@@ -1,0 +1,72 @@
+/**
+ * The insert of the PostgreSQL store: one `warp_jobs` row per job. An insert of more than
+ * {@link insertChunk} rows is one statement per chunk, all in one transaction (a savepoint inside the
+ * caller's).
+ */
+import type * as SqlClient from "@effect/sql/SqlClient"
+import type * as Statement from "@effect/sql/Statement"
+import * as Effect from "effect/Effect"
+import type { NewJob } from "../../job/Job.js"
+import type { StoreError } from "../StoreError.js"
+import { fail } from "./shared.js"
+
+/** Splits `rows` into chunks of at most `size`. */
+const chunks = <A>(rows: ReadonlyArray<A>, size: number): Array<ReadonlyArray<A>> => {
+  const out: Array<ReadonlyArray<A>> = []
+  for (let i = 0; i < rows.length; i += size) out.push(rows.slice(i, i + size))
+  return out
+}
+
+/**
+ * Rows per insert statement. Every chunk is a handful of array parameters whatever its size, so the
+ * protocol's parameter limit never bites. On bulks of 10^5 jobs, 5,000 rows a statement measured faster
+ * than 2,000 (noisy, shared machine); a bulk of up to 5,000 is one statement, without a transaction.
+ */
+export const insertChunk = 5000
+
+/**
+ * One statement for a chunk: one `warp_jobs` row per job and no audit row (the creation entry is
+ * derived from `origin` / `origin_for` / `created_at`, see `get`). Columns alike across the chunk (a
+ * batch of one contract: type, handler, state, ScheduleTime, usually metadata) are sent once as
+ * scalars; the others as arrays that `unnest` turns into rows in one set operation.
+ */
+const insertRows = (sql: SqlClient.SqlClient, rows: ReadonlyArray<NewJob>) => {
+  const first = rows[0]!
+  if (rows.length === 1) {
+    // a single enqueue: plain VALUES, no arrays to build and parse
+    const at = first.scheduleTime.toISOString()
+    return sql`
+        INSERT INTO warp_jobs (id, type, handler, payload, state, schedule_time, metadata, origin, origin_for)
+        VALUES (${first.id}, ${first.type}, ${first.handler}, ${JSON.stringify(first.payload)}::jsonb, ${first.state}, ${at}::timestamptz,
+                ${JSON.stringify(first.metadata)}::jsonb, ${first.state}, ${first.state === "Scheduled" ? at : null}::timestamptz)`.pipe(Effect.asVoid)
+  }
+  const arrays: Array<Statement.Fragment> = [sql`${rows.map((r) => r.id)}::text[]`, sql`${rows.map((r) => JSON.stringify(r.payload))}::jsonb[]`]
+  const names = ["id", "payload"]
+  const column = <A>(name: string, type: string, get: (r: NewJob) => A, wire: (a: A) => unknown): Statement.Fragment => {
+    const v = get(first)
+    if (rows.every((r) => get(r) === v)) return sql`${wire(v)}::${sql.literal(type)}`
+    arrays.push(sql`${rows.map((r) => wire(get(r)))}::${sql.literal(type)}[]`)
+    names.push(name)
+    return sql`x.${sql.literal(name)}`
+  }
+  const type = column("type", "text", (r) => r.type, (a) => a)
+  const handler = column("handler", "text", (r) => r.handler, (a) => a)
+  const state = column("state", "text", (r) => r.state, (a) => a)
+  const scheduleTime = column("schedule_time", "timestamptz", (r) => r.scheduleTime.getTime(), (ms) => new Date(ms).toISOString())
+  const metadata = column("metadata", "jsonb", (r) => (r.metadata === first.metadata ? first.metadata : JSON.stringify(r.metadata)), (m) =>
+    typeof m === "string" ? m : JSON.stringify(m))
+  return sql`
+      INSERT INTO warp_jobs (id, type, handler, payload, state, schedule_time, metadata, origin, origin_for)
+      SELECT x.id, ${type}, ${handler}, x.payload, ${state}, ${scheduleTime}, ${metadata}, ${state},
+             CASE WHEN ${state} = 'Scheduled' THEN ${scheduleTime} END
+      FROM unnest(${sql.csv(arrays)}) AS x(${sql.literal(names.join(", "))})`.pipe(Effect.asVoid)
+}
+
+/** `JobStoreService.insert`: the rows in one statement, or in one per chunk inside a transaction. */
+export const insert = (sql: SqlClient.SqlClient, rows: ReadonlyArray<NewJob>): Effect.Effect<void, StoreError> =>
+  rows.length === 0
+    ? Effect.void
+    : (rows.length <= insertChunk
+        ? insertRows(sql, rows)
+        : sql.withTransaction(Effect.forEach(chunks(rows, insertChunk), (chunk) => insertRows(sql, chunk), { discard: true }))
+      ).pipe(Effect.mapError(fail("insert")))

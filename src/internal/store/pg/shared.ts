@@ -1,0 +1,65 @@
+/**
+ * What the statements of the PostgreSQL store share: the error mapping, the decoding of a `warp_jobs`
+ * row, and the counter-bump fragment of the writes that end a job.
+ */
+import type * as SqlClient from "@effect/sql/SqlClient"
+import type * as Statement from "@effect/sql/Statement"
+import { Job, type JobLog } from "../../job/Job.js"
+import { StoreError } from "../StoreError.js"
+
+/** Maps a failure of `operation` to a {@link StoreError}. */
+export const fail = (operation: string) => (cause: unknown) => new StoreError({ operation, cause })
+
+/**
+ * Maps a `warp_jobs` row to a {@link Job}. The table's types and CHECK constraints already hold what
+ * the schema would check, so the constructor's validation is skipped on this hot path.
+ */
+export const rowToJob = (r: any): Job =>
+  new Job(
+    {
+      id: r.id,
+      type: r.type,
+      handler: r.handler ?? null,
+      payload: r.payload,
+      state: r.state,
+      scheduleTime: new Date(r.schedule_time),
+      metadata: r.metadata,
+      attempt: Number(r.attempt),
+      createdAt: new Date(r.created_at),
+      updatedAt: new Date(r.updated_at),
+      lockedBy: r.locked_by ?? null,
+      leaseUntil: r.lease_until === null || r.lease_until === undefined ? null : new Date(r.lease_until),
+      ...(typeof r.admin_key === "string" ? { adminLimit: { key: r.admin_key, slots: r.admin_slots === null ? null : Number(r.admin_slots) } } : {}),
+      ...(typeof r.cancel_requested === "string" ? { cancelRequested: r.cancel_requested } : {})
+    },
+    true
+  )
+
+/**
+ * The creation entry of a row's audit trail, derived from the row (`origin`, `origin_for`,
+ * `created_at`); undefined for a row inserted before migration 0004, whose entry is a log row.
+ */
+export const originEntry = (r: any): JobLog | undefined =>
+  r.origin === "Scheduled" || r.origin === "Enqueued"
+    ? {
+        jobId: r.id,
+        at: new Date(r.created_at),
+        kind: r.origin,
+        message: r.origin === "Scheduled" ? `Scheduled for ${new Date(r.origin_for).toISOString().replace(/\.\d{3}Z$/, "Z")}` : "Enqueued"
+      }
+    : undefined
+
+/**
+ * Shards per counter: a finalizing write bumps the counters of one shard picked at random, so no
+ * counter row is updated by every worker; a counter is the sum of its shards (migration 0005).
+ */
+export const COUNTER_SHARDS = 16
+
+/**
+ * Adds 1 to each counter `keys` yields for each row of `rows`, on one random shard (concurrent
+ * writes spread over the shards instead of queueing on one row).
+ */
+export const bumpCounters = (sql: SqlClient.SqlClient, rows: Statement.Fragment, keys: Statement.Fragment) => sql`
+    INSERT INTO warp_counters (key, shard, value)
+    SELECT k, ${Math.floor(Math.random() * COUNTER_SHARDS)}, 1 FROM ${rows}, ${keys} AS k
+    ON CONFLICT (key, shard) DO UPDATE SET value = warp_counters.value + 1`

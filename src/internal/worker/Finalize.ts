@@ -1,0 +1,124 @@
+/**
+ * The attempt's finalizing write. A finished attempt's outcome is kept until it is written: the write
+ * is retried for as long as the store does not answer, and it lands only if this attempt still owns
+ * the row (the statement checks worker and attempt), so a late write never overrides a newer attempt.
+ * If the store answers that the claim was lost meanwhile (the lease ran out during an outage and
+ * another attempt took the job), the trail says so. Only a worker that is shutting down gives up,
+ * once the lease has run out: the lease then recovers the job.
+ *
+ * @since 0.3.0
+ */
+import * as Clock from "effect/Clock"
+import * as Deferred from "effect/Deferred"
+import * as Effect from "effect/Effect"
+import * as Metric from "effect/Metric"
+import type { Job } from "../job/Job.js"
+import { type Outcome, stateOf } from "../job/Outcome.js"
+import * as Telemetry from "../observability/Telemetry.js"
+import type { FusedRelease } from "../semaphore/SemaphoreProviderPg.js"
+import type { JobStoreService } from "../store/JobStore.js"
+import * as StoreHealth from "./StoreHealth.js"
+import { storeRetry, type WorkerState } from "./WorkerState.js"
+
+/** The concurrency key a row carries in its metadata (stamped, or set at enqueue), if any. */
+export const rowConcurrency = (job: Job): { readonly key: string; readonly limit: unknown; readonly mode: unknown } | undefined => {
+  const value = (job.metadata as any)?.policies?.concurrency?.value
+  return typeof value?.key === "string" ? value : undefined
+}
+
+/** Writes attempts' results for one worker. */
+export interface Finalizer {
+  /**
+   * Writes `outcome` and `metadata` (the stamp) for `job`; `release`, when given, frees the attempt's
+   * slot in the same statement (first try only: a write retried after that leaves the slot to the scope).
+   * Uninterruptible.
+   */
+  readonly finalize: (job: Job, outcome: Outcome, metadata: unknown, release?: FusedRelease) => Effect.Effect<void>
+}
+
+/** The finalizer of a worker over `store`. */
+export const make = (store: JobStoreService, state: WorkerState): Finalizer => {
+  const { health, ran, inFlight, leaseUntil, stopping } = state
+
+  /** The trail of a job whose finished attempt's result could not be written before another attempt took it. */
+  const lostInOutage = (job: Job, outcome: Outcome, seconds: number) =>
+    Effect.gen(function* () {
+      const now = yield* Effect.either(store.get(job.id))
+      const current = now._tag === "Right" && now.right._tag === "Some" ? now.right.value.job : undefined
+      // the row says what this write would have said, at this attempt: an earlier try of the write
+      // landed, only its answer was lost (the connection broke after the statement) — nothing was lost.
+      // (A Requeued result read back as Enqueued may also be another claim's requeue: the job runs
+      // again either way.)
+      const target = stateOf(outcome, new Date(yield* Clock.currentTimeMillis))
+      const terminalOrQueued = current !== undefined && current.state !== "Processing"
+      if (terminalOrQueued && current.attempt === job.attempt && (current.state === target || (target === "Scheduled" && current.state === "Enqueued"))) {
+        return yield* Effect.logInfo(`${job.id}: result of attempt ${job.attempt} (${outcome._tag}) was written; its acknowledgement was lost`)
+      }
+      // the run that replaces it: the attempt running or done now, or (queued again: a claim that never
+      // ran its handler gave its number back) the next claim's
+      const next =
+        current === undefined
+          ? undefined
+          : current.state === "Enqueued" || current.state === "Scheduled"
+            ? current.attempt + 1
+            : current.attempt > job.attempt
+              ? current.attempt
+              : undefined
+      const rerun = next === undefined ? "" : `; re-run as attempt ${next}`
+      const text = `Result of attempt ${job.attempt} (${outcome._tag}) lost in a database outage of ${seconds.toFixed(1)} s${rerun}`
+      yield* Effect.logWarning(`${job.id}: ${text}`)
+      yield* store.appendLog(job.id, "Recovered", text).pipe(Effect.retry({ schedule: storeRetry, times: 20 }), Effect.ignore)
+    })
+
+  const finalize = (job: Job, outcome: Outcome, metadata: unknown, release?: FusedRelease) =>
+    Effect.gen(function* () {
+      let failedAt: number | undefined
+      let delay = 50
+      let rejected = 0
+      let fused = release
+      while (true) {
+        // taken before the call: a return of the store seen meanwhile by any call ends the back-off
+        const returned = health.nextReturn()
+        const result = yield* Effect.either(
+          health.observe(store.finalize({ job, workerId: state.config.workerId, outcome, metadata, handlerRan: ran.has(job.id), release: fused }))
+        )
+        fused = undefined
+        const now = yield* Clock.currentTimeMillis
+        if (result._tag === "Right") {
+          if (failedAt !== undefined) yield* Metric.incrementBy(StoreHealth.finalizesPending, -1)
+          ran.delete(job.id)
+          if (result.right) {
+            yield* Effect.annotateCurrentSpan(Telemetry.attributes.outcome, outcome._tag)
+            yield* Metric.increment(Metric.tagged(Telemetry.tagged(Telemetry.attempts, job.type, rowConcurrency(job)?.key), "outcome", outcome._tag))
+          } else if (failedAt !== undefined) {
+            yield* lostInOutage(job, outcome, (now - failedAt) / 1000)
+          } else {
+            yield* Effect.logWarning(`claim on ${job.id} lost before finalize`)
+          }
+          return
+        }
+        if (failedAt === undefined) {
+          failedAt = now
+          yield* Metric.incrementBy(StoreHealth.finalizesPending, 1)
+        }
+        // a statement the server keeps rejecting is not an outage: after a few tries the lease recovers the job
+        if (!StoreHealth.isOutage(result.left) && ++rejected >= 8) {
+          yield* Metric.incrementBy(StoreHealth.finalizesPending, -1)
+          inFlight.delete(job.id)
+          ran.delete(job.id)
+          return yield* Effect.logError(`finalize of ${job.id} rejected by the job store; the lease will recover it`, result.left)
+        }
+        if ((yield* Deferred.isDone(stopping)) && now >= (leaseUntil.get(job.id) ?? 0)) {
+          yield* Metric.incrementBy(StoreHealth.finalizesPending, -1)
+          ran.delete(job.id)
+          return yield* Effect.logError(
+            `result of attempt ${job.attempt} of ${job.id} (${outcome._tag}) not written: the job store was unreachable until the worker stopped; the lease will recover the job`
+          )
+        }
+        yield* Effect.raceFirst(Effect.sleep(delay), returned)
+        delay = Math.min(500, delay * 2)
+      }
+    }).pipe(Effect.uninterruptible)
+
+  return { finalize }
+}

@@ -1,0 +1,147 @@
+/**
+ * A worker lane: a fiber that claims due jobs and runs their attempts one after another. It claims
+ * 1 row at first and doubles (up to `maxBatch`) while full batches of quick jobs run uncontended, and
+ * it skips, for a while that doubles, the Wait-mode keys it just found full (the fetch hint), so it
+ * does not spin on a key while the holders run.
+ *
+ * @since 0.3.0
+ */
+import * as Clock from "effect/Clock"
+import * as Deferred from "effect/Deferred"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import type { Job } from "../job/Job.js"
+import { Outcome } from "../job/Outcome.js"
+import * as Telemetry from "../observability/Telemetry.js"
+import type { FetchHint, JobStoreService } from "../store/JobStore.js"
+import { type Finalizer, rowConcurrency } from "./Finalize.js"
+import type { AttemptRunner, FiberState } from "./RunAttempt.js"
+import type { WorkerState } from "./WorkerState.js"
+
+/** At most this many contended keys are sent with one fetch (the most recent ones). */
+const MAX_CONTENDED_KEYS = 64
+
+/**
+ * A batch counts as quick when its handlers ran less than this each, on average. Their own run time,
+ * not the lane's wall time per job: that also counts the finalizing round trips and the wait for a busy
+ * event loop, so a worker saturated by many quick jobs (which batching helps most: it saves a claim
+ * per job) would keep claiming one row at a time.
+ */
+const BATCH_QUICK_MS = 25
+
+/**
+ * Claims up to `n` rows. Their local lease deadline counts from when the claiming statement was sent,
+ * not from when its reply arrived: a reply that comes back late (a stalled connection, a paused
+ * process) leaves a claim that may already have run out on the server and been taken by another
+ * worker, and the attempt's lapse check keeps its handler from starting. Retried until the store answers.
+ */
+export const claim =
+  (store: JobStoreService, state: WorkerState) =>
+  (n: number, hint: FetchHint): Effect.Effect<ReadonlyArray<Job>> => {
+    const { config } = state
+    return Effect.zip(Clock.currentTimeMillis, store.fetch(config.workerId, n, config.lease, hint)).pipe(
+      Effect.tap(([, rows]) => Effect.annotateCurrentSpan(Telemetry.attributes.claimed, rows.length)),
+      Effect.withSpan(Telemetry.spans.claim, { attributes: { [Telemetry.attributes.worker]: config.workerId } }),
+      state.health.retrying,
+      Effect.map(([sent, rows]) => {
+        for (const row of rows) state.leaseUntil.set(row.id, sent + config.leaseMs)
+        return rows
+      })
+    )
+  }
+
+/** What a lane is built from. */
+export interface LaneOptions {
+  readonly state: WorkerState
+  readonly finalizer: Finalizer
+  readonly runner: AttemptRunner
+  readonly claim: (n: number, hint: FetchHint) => Effect.Effect<ReadonlyArray<Job>>
+}
+
+/** One lane: runs until the worker stops; rows claimed and not started go back to the queue. */
+export const lane = (options: LaneOptions): Effect.Effect<void> =>
+  Effect.suspend(() => {
+    const { state } = options
+    const { config } = state
+    const idle = Effect.raceFirst(Effect.sleep(config.pollInterval), Deferred.await(state.stopping))
+    const firstSkipMs = Math.max(1, Duration.toMillis(config.pollInterval))
+    const maxSkipMs = firstSkipMs * 16
+    // Wait-mode keys this lane found full, skipped at fetch until `until`; the skip doubles while the
+    // key stays full for this lane and ends once it gets a slot of it. Other lanes (the holder first of
+    // all) keep running the key's jobs.
+    const skipping = new Map<string, { until: number; ms: number }>()
+    const fiber: FiberState = { later: [], reuseSkip: 0, reuseMisses: 0 }
+    const later = fiber.later
+    let batch = 1
+    return Effect.gen(function* () {
+      while (!(yield* Deferred.isDone(state.stopping))) {
+        let jobs: Array<Job> = later.splice(0)
+        let fetched = 0
+        if (jobs.length === 0) {
+          const now = yield* Clock.currentTimeMillis
+          const contended: Array<string> = []
+          for (const [key, s] of skipping) {
+            if (s.until > now) contended.push(key)
+            else if (now - s.until > maxSkipMs) skipping.delete(key)
+          }
+          jobs = [...(yield* options.claim(batch, { contended: contended.slice(-MAX_CONTENDED_KEYS) }))]
+          fetched = jobs.length
+          for (const job of jobs) state.inFlight.add(job.id)
+        }
+        if (jobs.length === 0) {
+          batch = 1
+          yield* idle
+          continue
+        }
+        let handlersMs = 0
+        let smooth = true
+        let contendedUnknown = false
+        while (jobs.length > 0) {
+          if (yield* Deferred.isDone(state.stopping)) {
+            later.push(...jobs.splice(0))
+            break
+          }
+          const job = jobs.shift()!
+          // the store ignored the hint: do not spin on a key this lane just found full
+          const rowKey = rowConcurrency(job)?.key
+          if (rowKey !== undefined && (skipping.get(rowKey)?.until ?? 0) > (yield* Clock.currentTimeMillis)) yield* idle
+          state.inFlight.add(job.id)
+          const { handlerMs, outcome, waitKey } = yield* options.runner.run(job, fiber).pipe(
+            // interrupted mid-batch: the rows not started go back to the queue with the rest
+            Effect.onInterrupt(() => Effect.sync(() => later.push(...jobs.splice(0))))
+          )
+          handlersMs += handlerMs
+          if (outcome._tag === "Requeued") smooth = false
+          if (outcome._tag === "Requeued" && outcome.at === undefined) {
+            if (waitKey === undefined) {
+              contendedUnknown = true
+            } else {
+              const ms = Math.min(maxSkipMs, (skipping.get(waitKey)?.ms ?? firstSkipMs / 2) * 2)
+              skipping.delete(waitKey)
+              skipping.set(waitKey, { until: (yield* Clock.currentTimeMillis) + ms, ms })
+            }
+          } else if (waitKey !== undefined) {
+            skipping.delete(waitKey)
+          }
+        }
+        if (fetched > 0) {
+          const quick = handlersMs < BATCH_QUICK_MS * fetched
+          batch = smooth && quick && fetched === batch ? Math.min(config.maxBatch, batch * 2) : 1
+        }
+        // An immediate requeue for another reason is due again at once: back off one poll interval so
+        // this lane does not spin on it.
+        if (contendedUnknown) yield* idle
+      }
+    }).pipe(
+      // claimed but not started (stopping, or interrupted): back to the queue
+      Effect.ensuring(
+        Effect.suspend(() =>
+          Effect.forEach(later.splice(0), (job) =>
+            options.finalizer
+              .finalize(job, Outcome.Requeued({ reason: `Claim released (worker ${config.workerId} shutting down)`, keepsPlace: true }), job.metadata)
+              .pipe(Effect.ensuring(Effect.sync(() => state.inFlight.delete(job.id))))
+          )
+        )
+      )
+    )
+  })

@@ -1,0 +1,273 @@
+/**
+ * One attempt as one Effect program over per-attempt scoped layers:
+ *
+ *   JobContext (the claimed row) → ResolvedPolicy (the stamp, or resolved once) → Stamp (what the
+ *   finalizing write persists) → behaviors, outermost first (the concurrency slot is held by the
+ *   behavior that admits, in the attempt's scope) → handler → the finalizing write.
+ *
+ * Inside a held slot the finalizing write also releases it, when the store can (the built-in
+ * PostgreSQL store and provider on one client); otherwise the scope's finalizer releases it — on
+ * success, failure, defect, timeout and interruption alike. An interrupted attempt is requeued by its
+ * finalizing write, so nothing is lost.
+ *
+ * @since 0.3.0
+ */
+import * as Clock from "effect/Clock"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import { identity } from "effect/Function"
+import * as Metric from "effect/Metric"
+import type * as Scope from "effect/Scope"
+import { HeldSlot, SlotLapse } from "../attempt/Attempt.js"
+import * as JobContext from "../attempt/JobContext.js"
+import { type Behavior, compose } from "../attempt/Pipeline.js"
+import * as ResolvedPolicy from "../attempt/ResolvedPolicy.js"
+import * as Stamp from "../attempt/Stamp.js"
+import type { Job } from "../job/Job.js"
+import { Outcome } from "../job/Outcome.js"
+import { Registry } from "../job/Registry.js"
+import * as Telemetry from "../observability/Telemetry.js"
+import type { ConcurrencyPolicy } from "../policy/PolicyValues.js"
+import { fusedRelease } from "../semaphore/SemaphoreProviderPg.js"
+import type { SemaphoreProviderService } from "../semaphore/SemaphoreProvider.js"
+import { type Finalizer, rowConcurrency } from "./Finalize.js"
+import { cancelled, cancelOf, runHandler, runSaga } from "./RunHandler.js"
+import type { WorkerState } from "./WorkerState.js"
+
+/** What one worker fiber keeps between attempts. */
+export interface FiberState {
+  /** Claimed, not yet run. */
+  readonly later: Array<Job>
+  /** Wait-mode attempts to run before this fiber looks for jobs to reuse a slot again. */
+  reuseSkip: number
+  /** Slot-reuse look-aheads in a row that found nothing. */
+  reuseMisses: number
+}
+
+/** An attempt's outcome and, for a Wait-mode key, the key. */
+export interface AttemptResult {
+  readonly outcome: Outcome
+  readonly waitKey: string | undefined
+  /** How long its handler ran, ms (0 when it did not run): what a lane's batch sizing calls the job's length. */
+  readonly handlerMs: number
+}
+
+/** Runs attempts for one worker. */
+export interface AttemptRunner {
+  /** Runs a claimed job: through every behavior, then (holding a Wait-mode slot) the jobs that may reuse it. */
+  readonly run: (job: Job, fiber: FiberState) => Effect.Effect<AttemptResult>
+  /**
+   * Runs `job` under the slot of `policy` the calling fiber holds, if its resolved policy is exactly
+   * `policy`; otherwise hands it to `later` (run once the slot is released) and says false.
+   */
+  readonly runUnderSlot: (job: Job, policy: ConcurrencyPolicy, later: Array<Job>) => Effect.Effect<boolean>
+}
+
+/** The pieces an attempt runner is built from. */
+export interface RunnerOptions {
+  readonly state: WorkerState
+  readonly finalizer: Finalizer
+  readonly registry: Registry["Type"]
+  /** The pipeline's behaviors, outermost first. */
+  readonly behaviors: ReadonlyArray<Behavior>
+  /** The store's locks (saga serialization). */
+  readonly locks: SemaphoreProviderService
+  /** While a fiber holds a Wait-mode slot of `policy`: runs the next due jobs of it under the same slot. */
+  readonly reuseSlot: (policy: ConcurrencyPolicy, later: Array<Job>) => Effect.Effect<number>
+}
+
+const defectToFailed = Effect.catchAllDefect((d: unknown) => Effect.succeed(Outcome.Failed({ error: `Defect in pipeline: ${String(d)}` })))
+
+/** Builds a worker's attempt runner. */
+export const make = (options: RunnerOptions): AttemptRunner => {
+  const { finalizer, state } = options
+  const { config } = state
+  // the behaviors up to the last one that holds a slot run outside it; the rest (and the handler) inside
+  let lastHolder = -1
+  options.behaviors.forEach((b, i) => {
+    if (b.holdsSlot === true) lastHolder = i
+  })
+  const outer = options.behaviors.slice(0, lastHolder + 1)
+  const inner = options.behaviors.slice(lastHolder + 1)
+
+  /**
+   * The attempt's layers, each built in its own scope nested in the previous one's: its context, its
+   * resolved policy (over the context), its stamp (over the policy); released in reverse order when the
+   * attempt ends. The registry is the worker's, provided to them as a service. Three nested provides
+   * rather than one layer of `provideMerge`s: the same layers for about a third of the build (each
+   * `provideMerge` node costs more than the layers it joins), and no layer built per attempt for the
+   * registry.
+   */
+  const withLayers =
+    (job: Job, startedAt: Date) =>
+    <A, E>(program: Effect.Effect<A, E, JobContext.JobContext | ResolvedPolicy.ResolvedPolicy | Stamp.Stamp>) =>
+      program.pipe(
+        Effect.provide(Stamp.layer),
+        Effect.provide(ResolvedPolicy.layer),
+        Effect.provide(JobContext.layer({ job, workerId: config.workerId, startedAt })),
+        Effect.provideService(Registry, options.registry)
+      )
+
+  /**
+   * A claim whose lease may have run out before its handler starts (its reply came back late, or the
+   * claim waited behind other work past a lease no heartbeat renewed) is not started: the row may
+   * already be another worker's. It goes back to the queue through the finalizing write, which lands
+   * only if this claim still owns the row, and takes no attempt (its handler never ran).
+   */
+  const claimLapsed = (job: Job, now: number): Outcome | undefined => {
+    const until = state.leaseUntil.get(job.id)
+    return until !== undefined && now >= until
+      ? Outcome.Requeued({
+        reason: `Claim of attempt ${job.attempt} lapsed before its handler started (lease ${config.leaseMs} ms); back to the queue`,
+        keepsPlace: true
+      })
+      : undefined
+  }
+
+  /**
+   * A run whose slot lapsed meanwhile (its process paused or cut off past the provider's deadline) is
+   * requeued, whatever its handler returned: asked of the gate's `SlotLapse` after the handler, before
+   * the finalizing write (under a reused slot too).
+   */
+  const lapseChecked = (outcome: Outcome): Effect.Effect<Outcome> =>
+    Effect.map(
+      Effect.flatMap(SlotLapse, (check) => check),
+      (reason) => (reason === undefined ? outcome : Outcome.Requeued({ reason, keepsPlace: true }))
+    )
+
+  /** The interrupted attempt's finalizing write: back to the queue, nothing lost. */
+  const requeueInterrupted = (job: Job) =>
+    finalizer.finalize(job, Outcome.Requeued({ reason: `Attempt interrupted (worker ${config.workerId} shutting down)`, keepsPlace: true }), job.metadata)
+
+  /**
+   * The attempt. `under`: the Wait-mode slot the calling fiber holds; the job runs under it only if its
+   * policy is exactly that one (else it goes to `later`, and the result is undefined).
+   */
+  const attempt = (job: Job, fiber: FiberState, under: ConcurrencyPolicy | undefined): Effect.Effect<AttemptResult | undefined> => {
+    let recorded: Outcome | undefined
+    let deferred = false
+    let handlerMs = 0
+    /** The handler's run, timed (the lane sizes its claims by how long handlers take, not by its own wall time). */
+    const timed = <R>(run: Effect.Effect<Outcome, never, R>): Effect.Effect<Outcome, never, R> =>
+      Effect.map(Effect.timed(run), ([elapsed, outcome]) => {
+        handlerMs += Duration.toMillis(elapsed)
+        return outcome
+      })
+    const handler = (a: Parameters<typeof runHandler>[1], keySource: string | undefined) => timed(runHandler(state, a, keySource))
+    const finalizeOnce = (outcome: Outcome, metadata: unknown, release?: Parameters<Finalizer["finalize"]>[3]) =>
+      recorded !== undefined
+        ? Effect.void
+        : Effect.uninterruptible(Effect.tap(finalizer.finalize(job, outcome, metadata, release), () => (recorded = outcome)))
+    const ended = (outcome: Outcome, metadata: unknown): Effect.Effect<AttemptResult> =>
+      Effect.as(finalizeOnce(outcome, metadata), { outcome, waitKey: undefined, handlerMs: 0 })
+
+    /** The program over the attempt's layers. */
+    const program = Effect.gen(function* () {
+      const { attempt, metadata: resolved } = yield* ResolvedPolicy.ResolvedPolicy
+      const { metadata } = yield* Stamp.Stamp
+      const h = attempt.registered.handler
+      const policy = attempt.policies.concurrency
+      // where the key in force was declared (the stamp this attempt writes says it)
+      const keySource = resolved.policies.concurrency?.source ?? (policy === undefined ? undefined : "global")
+      if (under !== undefined) {
+        if (h._tag === "SagaHandler" || policy?.key !== under.key || policy.limit !== under.limit || policy.mode !== "Wait") {
+          deferred = true
+          fiber.later.push(job)
+          return undefined
+        }
+        const outcome = yield* Effect.scoped(Effect.flatMap(compose(inner, attempt, handler(attempt, keySource)), lapseChecked)).pipe(defectToFailed)
+        yield* finalizeOnce(outcome, metadata)
+        return { outcome, waitKey: policy.key, handlerMs }
+      }
+      const wait = h._tag !== "SagaHandler" && policy?.mode === "Wait" ? policy : undefined
+      if (policy !== undefined) yield* Effect.annotateCurrentSpan({ [Telemetry.attributes.key]: policy.key, [Telemetry.attributes.limit]: policy.limit })
+      let body: Effect.Effect<Outcome, never, Scope.Scope>
+      if (h._tag === "SagaHandler") {
+        body = timed(runSaga(state, options.locks, attempt, h))
+      } else {
+        const inside = Effect.flatMap(compose(inner, attempt, handler(attempt, keySource)), lapseChecked)
+        // holding the slot: finalize first (releasing the slot in the same statement when the store can),
+        // or, reusing the slot, finalize and let the next jobs of the key run under it
+        const reusing = wait !== undefined && wait.total === undefined && config.reuse !== undefined && !(fiber.reuseSkip-- > 0)
+        const inSlot = reusing
+          ? Effect.tap(inside, (outcome) =>
+              Effect.zipRight(
+                finalizeOnce(outcome, metadata),
+                Effect.map(options.reuseSlot(wait, fiber.later), (ran) => {
+                  fiber.reuseMisses = ran > 0 ? 0 : Math.min(5, fiber.reuseMisses + 1)
+                  fiber.reuseSkip = 2 ** fiber.reuseMisses - 1
+                })
+              )
+            )
+          : policy === undefined
+            ? inside
+            : Effect.tap(inside, (outcome) =>
+                Effect.flatMap(HeldSlot, (slot) => {
+                  const release = slot === undefined ? undefined : fusedRelease(slot)
+                  return release === undefined ? Effect.void : finalizeOnce(outcome, metadata, release)
+                })
+              )
+        body = compose(outer, attempt, inSlot)
+      }
+      const outcome = yield* Effect.scoped(body).pipe(
+        defectToFailed,
+        policy === undefined ? identity : Effect.annotateLogs(Telemetry.attributes.key, policy.key)
+      )
+      yield* finalizeOnce(outcome, metadata)
+      return { outcome: recorded ?? outcome, waitKey: wait?.key, handlerMs }
+    })
+
+    return Effect.gen(function* () {
+      const now = yield* Clock.currentTimeMillis
+      const lapsed = claimLapsed(job, now)
+      if (lapsed !== undefined) return yield* ended(lapsed, job.metadata)
+      const asked = cancelOf(state, job)
+      if (asked !== undefined) return yield* ended(cancelled(job, asked, false), job.metadata)
+      return yield* program.pipe(
+        withLayers(job, new Date(now)),
+        Effect.catchTag("Unrunnable", (e) => ended(Outcome.Failed({ error: e.reason }), job.metadata))
+      )
+    }).pipe(
+      Effect.onInterrupt(() => (recorded !== undefined || deferred ? Effect.void : requeueInterrupted(job))),
+      Effect.ensuring(Effect.sync(() => deferred || state.inFlight.delete(job.id)))
+    )
+  }
+
+  /** The attempt's span (`warp.attempt`), log annotations (job id, type, key) and duration metric. */
+  const instrument =
+    (job: Job) =>
+    <E, R>(self: Effect.Effect<AttemptResult, E, R>): Effect.Effect<AttemptResult, E, R> => {
+      const key = rowConcurrency(job)?.key
+      const annotations: Record<string, unknown> = {
+        [Telemetry.attributes.jobId]: job.id,
+        [Telemetry.attributes.jobType]: job.type,
+        [Telemetry.attributes.attempt]: job.attempt,
+        [Telemetry.attributes.worker]: config.workerId
+      }
+      if (key !== undefined) annotations[Telemetry.attributes.key] = key
+      return self.pipe(
+        Effect.timed,
+        Effect.tap(([elapsed, { outcome }]) =>
+          Metric.update(
+            Metric.tagged(Metric.tagged(Telemetry.attemptDuration, "type", job.type), "outcome", outcome._tag),
+            Duration.toSeconds(elapsed)
+          )
+        ),
+        Effect.map(([, result]) => result),
+        Effect.annotateLogs(annotations),
+        Effect.withSpan(Telemetry.spans.attempt, { attributes: annotations })
+      )
+    }
+
+  return {
+    run: (job, fiber) =>
+      instrument(job)(
+        Effect.flatMap(attempt(job, fiber, undefined), (result) =>
+          // only an attempt under a held slot hands its job back
+          result === undefined ? Effect.dieMessage(`attempt of ${job.id} deferred outside a held slot`) : Effect.succeed(result)
+        )
+      ),
+    runUnderSlot: (job, policy, later) =>
+      Effect.map(attempt(job, { later, reuseSkip: 0, reuseMisses: 0 }, policy), (result) => result !== undefined)
+  }
+}
