@@ -15,9 +15,9 @@ import {
   SemaphoreProviderMemory,
   Worker
 } from "warp-effect"
-import * as Publisher from "../src/internal/job/Publisher.js"
+import * as Publisher from "../src/internal/publisher/Publisher.js"
 import * as Recurring from "../src/internal/job/Recurring.js"
-import * as Scheduler from "../src/internal/job/Scheduler.js"
+import * as Scheduler from "../src/internal/publisher/Scheduler.js"
 import { JobStore } from "../src/internal/store/JobStore.js"
 import { HolderCounter } from "./support/holders.js"
 import { detail, drained } from "./support/runtime.js"

@@ -61,6 +61,8 @@ describe("Concurrency gate: interruption", () => {
       yield* Deferred.succeed(lost, undefined)
       const outcome = yield* Fiber.join(attempt)
       expect(outcome._tag).toBe("Requeued")
+      // lost to the runtime, not sent back by the key being full: the job keeps its place in line
+      expect(outcome).toMatchObject({ reason: "Slot of 'k' lost while running (connection to the semaphore provider died); requeued", keepsPlace: true })
       expect(cleaned).toBe(true)
     }).pipe(Effect.provide(ConcurrencyLimitManager.layerMemory))
   )

@@ -135,6 +135,29 @@ for (const [name, makeLayer] of stores) {
         expect((yield* store.counters).get("stats:requeued")).toBe(2)
       }).pipe(Effect.provide(makeLayer())))
 
+    it.live("a run lost to the runtime (keepsPlace) goes back ahead of the jobs queued behind it; a policy's requeue goes to the back", () =>
+      Effect.gen(function* () {
+        const store = yield* JobStore
+        const t = Date.now()
+        const lost = newJob({ scheduleTime: new Date(t - 3000) })
+        const sent = newJob({ scheduleTime: new Date(t - 2000) })
+        const behind = newJob({ scheduleTime: new Date(t - 1000) })
+        yield* store.insert([lost, sent])
+        const got = new Map((yield* store.fetch("w1", 2, lease)).map((j) => [j.id, j]))
+        yield* store.insert([behind])
+        yield* store.finalize({
+          job: got.get(lost.id)!,
+          workerId: "w1",
+          outcome: Outcome.Requeued({ reason: "Slot of 'k' lost while running (connection to the semaphore provider died); requeued", keepsPlace: true }),
+          metadata: {}
+        })
+        yield* store.finalize({ job: got.get(sent.id)!, workerId: "w1", outcome: Outcome.Requeued({ reason: "Requeued — 'k' full (1 slots)" }), metadata: {} })
+        const row = Option.getOrThrow(yield* store.get(lost.id)).job
+        expect(row.state).toBe("Enqueued")
+        expect(row.scheduleTime.getTime()).toBe(lost.scheduleTime.getTime())
+        expect((yield* store.fetch("w2", 10, lease)).map((j) => j.id)).toEqual([lost.id, behind.id, sent.id])
+      }).pipe(Effect.provide(makeLayer())))
+
     it.live("an expired lease is recovered by the next fetch; the old claim can no longer finalize", () =>
       Effect.gen(function* () {
         const store = yield* JobStore
@@ -449,6 +472,27 @@ for (const [name, makeLayer] of stores) {
         expect((yield* state(scheduled.id)).state).toBe("Enqueued")
         expect(yield* store.operate("retry", [])).toEqual({ changed: 0, skipped: 0 })
         expect((yield* state(running.id)).state).toBe("Processing")
+      }).pipe(Effect.provide(makeLayer())))
+
+    it.live("recordSlotAudit replaces the stored findings with each run's; slotAuditFindings reads them back in order", () =>
+      Effect.gen(function* () {
+        const store = yield* JobStore
+        expect(yield* store.slotAuditFindings).toEqual([])
+        const at = new Date("2026-12-05T10:30:00.123Z")
+        const first = [
+          { kind: "StuckHolder", key: "z-key", slot: undefined, jobId: "job-1", detail: "lease expired <b>", foundAt: at },
+          { kind: "LeakedSlot", key: "a-key", slot: 2, jobId: undefined, detail: "held by session 42", foundAt: at },
+          { kind: "LeakedSlot", key: "a-key", slot: 0, jobId: undefined, detail: "held by session 43", foundAt: at }
+        ] as const
+        yield* store.recordSlotAudit(first)
+        expect(yield* store.slotAuditFindings).toEqual(first)
+        const later = new Date(at.getTime() + 60_000)
+        const second = [{ kind: "LeakedSlot", key: "b-key", slot: 1, jobId: undefined, detail: "held by session 44", foundAt: later }] as const
+        yield* store.recordSlotAudit(second)
+        expect(yield* store.slotAuditFindings).toEqual(second)
+        // a run that found nothing leaves nothing
+        yield* store.recordSlotAudit([])
+        expect(yield* store.slotAuditFindings).toEqual([])
       }).pipe(Effect.provide(makeLayer())))
   })
 }

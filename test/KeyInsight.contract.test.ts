@@ -100,6 +100,33 @@ for (const [name, makeLayer] of stores) {
         expect(page.rows.find((r) => r.key === "other")!.windows["5m"]).toEqual({ requeued: 1, succeeded: 0, deleted: 0 })
       }).pipe(Effect.provide(makeLayer())))
 
+    it.live("a running job whose row does not carry its key yet counts as a holder from its worker's report", () =>
+      Effect.gen(function* () {
+        const store = yield* JobStore
+        const first = plain()
+        const stamped = keyed("rep-other", 1)
+        yield* submit([first, stamped])
+        const claimed = yield* store.fetch("rep-worker", 2, lease)
+        expect(claimed).toHaveLength(2)
+        // the report names both; only the row without a key counts (the other carries its own key)
+        yield* store.reportWorker({
+          workerId: "rep-worker", host: "h", pid: 1, lanes: 2, inFlight: 2, heartbeatMs: 1000,
+          slots: [{ key: "rep-k", held: 2, jobs: [{ id: first.id, limit: 2, source: "contract" }, { id: stamped.id, limit: 1, source: "handler" }] }]
+        })
+        // a report by another worker than the row's claimant counts for nothing
+        yield* store.reportWorker({ workerId: "rep-liar", host: "h", pid: 2, lanes: 1, inFlight: 0, heartbeatMs: 1000, slots: [{ key: "rep-lie", held: 1, jobs: [{ id: first.id, limit: 1, source: "handler" }] }] })
+        const page = yield* store.insight.liveKeys({ overrides: [], limit: 10, offset: 0 })
+        const rep = page.rows.find((r) => r.key === "rep-k")
+        expect(rep?.running).toBe(1)
+        expect(rep?.holders.map((h) => [h.id, h.workerId])).toEqual([[first.id, "rep-worker"]])
+        expect(page.rows.map((r) => r.key)).not.toContain("rep-lie")
+        expect((yield* store.insight.line("rep-k", { id: first.id, override: null })).summary.running).toBe(1)
+        // once the attempt ends, the report no longer counts (the row is not Processing)
+        yield* store.finalize({ job: claimed.find((j) => j.id === first.id)!, workerId: "rep-worker", outcome: Outcome.Succeeded(), metadata: first.metadata })
+        const after = yield* store.insight.liveKeys({ overrides: [], limit: 10, offset: 0 })
+        expect(after.rows.map((r) => r.key)).not.toContain("rep-k")
+      }).pipe(Effect.provide(makeLayer())))
+
     it.live("a job's line: its key's holders and limit, and how many waiting rows are ahead of it", () =>
       Effect.gen(function* () {
         const store = yield* JobStore

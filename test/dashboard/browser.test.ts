@@ -263,6 +263,101 @@ describe.skipIf(!available)("dashboard in a browser", () => {
     await page.close()
   })
 
+  it("never refreshes over what the operator is doing (focus, unsent input, an open confirmation) and keeps the scroll position", async () => {
+    const page = await browser.newPage()
+    await page.setViewportSize({ width: 1000, height: 300 })
+    // the page's timers run on a clock the test moves: a due refresh happens exactly when the test says
+    await page.clock.install()
+    const navigations: Array<string> = []
+    page.on("request", (r) => {
+      if (r.isNavigationRequest()) navigations.push(r.url())
+    })
+    const every = 10_000
+    await page.goto(`${withoutAddon.url}/jobs`)
+    await expect(page.locator("html").getAttribute("data-refresh")).resolves.toBe("on")
+    const key = page.getByLabel("Concurrency key")
+    const mark = () => page.evaluate(() => void ((globalThis as any).warpMark = 1))
+    const marked = () => page.evaluate(() => (globalThis as any).warpMark === 1)
+    /** A refresh falls due; it must be held (the page says so, no request leaves, the page is the same). */
+    const heldFor = async (why: string) => {
+      navigations.length = 0
+      await page.clock.runFor(every + 500)
+      await expect(page.locator("html").getAttribute("data-refresh"), why).resolves.toBe("held")
+      await expect(page.locator("#refresh-note").textContent()).resolves.toBe(`Auto-refresh waits: ${why}`)
+      expect(await marked(), why).toBe(true)
+      expect(navigations, why).toEqual([])
+    }
+    /** A refresh falls due and runs: the page reloads at the same address. */
+    const reloads = async () => {
+      navigations.length = 0
+      const loaded = page.waitForEvent("load")
+      await page.clock.runFor(every + 500)
+      await loaded
+      expect(navigations).toEqual([page.url()])
+      expect(await marked()).toBe(false)
+    }
+
+    await mark()
+    // a filter field with the focus, nothing typed yet
+    await key.focus()
+    await heldFor("typing")
+    // typed, focus still there
+    await key.pressSequentially("tenant-")
+    await heldFor("typing")
+    // typed and left: the value differs from the page's, not submitted
+    await page.locator("h1").click()
+    await heldFor("unsent input")
+    await expect(key.inputValue()).resolves.toBe("tenant-")
+    // a select changed and left
+    await key.fill("")
+    await page.locator('form.filters select[name="state"]').selectOption("Failed")
+    await page.locator("h1").click()
+    await heldFor("unsent input")
+    await page.locator('form.filters select[name="state"]').selectOption("")
+    // an open confirmation (a dialog)
+    await page.evaluate(() => {
+      const d = (globalThis as any).document
+      d.body.insertAdjacentHTML("beforeend", '<dialog id="confirm" open><p>Delete 3 jobs?</p></dialog>')
+    })
+    await heldFor("confirmation open")
+    await page.evaluate(() => (globalThis as any).document.getElementById("confirm").remove())
+    await page.locator("h1").click()
+
+    // nothing pending: the next due refresh reloads, and the scroll position survives it
+    await page.evaluate(() => (globalThis as any).scrollTo(0, 120))
+    const before = await page.evaluate(() => (globalThis as any).scrollY as number)
+    expect(before).toBeGreaterThan(50)
+    await reloads()
+    await expect(page.evaluate(() => (globalThis as any).scrollY as number)).resolves.toBe(before)
+    await expect(page.locator("html").getAttribute("data-refresh")).resolves.toBe("on")
+
+    // paused: no refresh at all, even with nothing pending
+    await mark()
+    await page.locator("#refresh").click()
+    navigations.length = 0
+    await page.clock.runFor(3 * every)
+    expect(await marked()).toBe(true)
+    expect(navigations).toEqual([])
+    await page.locator("#refresh").click()
+    await page.close()
+  })
+
+  it("never refreshes the bulk confirmation page", async () => {
+    const page = await browser.newPage()
+    await page.clock.install()
+    await page.goto(`${withoutAddon.url}/bulk?action=retry&state=Failed`)
+    await expect(page.locator("form[data-confirm]").count()).resolves.toBe(1)
+    await page.evaluate(() => void ((globalThis as any).warpMark = 1))
+    const navigations: Array<string> = []
+    page.on("request", (r) => {
+      if (r.isNavigationRequest()) navigations.push(r.url())
+    })
+    await page.clock.runFor(60_000)
+    expect(await page.evaluate(() => (globalThis as any).warpMark)).toBe(1)
+    expect(navigations).toEqual([])
+    await page.close()
+  })
+
   it("retries a Failed job through the page, after which a worker runs it again (the page refreshes itself)", async () => {
     const failed = await bare.run(Effect.flatMap(F.JobStoreTag, (s) => s.list({ state: "Failed", limit: 10, offset: 0 })))
     const id = failed.rows[0]!.id

@@ -384,12 +384,14 @@ describe("store failures", () => {
       reportWorker: () => down,
       removeWorker: () => down,
       workers: down,
+      recordSlotAudit: () => down,
+      slotAuditFindings: down,
       locks: { tryAcquire: () => Effect.die("unused") },
       insight: { liveKeys: () => down, line: () => down }
     })
     const broken = await F.serve({ context: Context.make(F.JobStoreTag, store) } as F.App<F.Env>)
     try {
-      for (const path of ["/jobs", "/jobs/x", "/counters"]) {
+      for (const path of ["/jobs", "/jobs/x", "/counters", "/workers"]) {
         const response = await get(`${broken.url}${path}`)
         expect(response.status, path).toBe(500)
         const body = await response.text()

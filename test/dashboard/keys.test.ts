@@ -88,6 +88,18 @@ beforeAll(async () => {
   )
   const started = await app.run(Effect.all([Queue.take(inside), Queue.take(inside), Queue.take(inside)]))
   expect(started.sort()).toEqual([...ids.holders, ids.declared].sort())
+  // the worker reports the job whose row does not carry its key yet, moments after its handler started
+  await app.run(
+    Effect.gen(function* () {
+      const store = yield* JobStore
+      for (let i = 0; i < 500; i++) {
+        const reported = (yield* store.workers).flatMap((w) => w.slots).some((s) => s.key === "declared-key" && s.jobs?.some((j) => j.id === ids.declared) === true)
+        if (reported) return
+        yield* Effect.sleep("10 millis")
+      }
+      return yield* Effect.dieMessage("the worker never reported the declared key")
+    })
+  )
   await app.run(
     Effect.gen(function* () {
       const p = yield* Publisher.Publisher
@@ -112,7 +124,7 @@ const keyOrder = (body: string) => [...body.matchAll(/<tr data-key="([^"]*)"/g)]
 describe("live keys", () => {
   it("lists keys by pressure with holders, limits, waiting counts, and escapes a hostile key", async () => {
     const body = await text(`${site.url}/keys`)
-    expect(keyOrder(body)).toEqual(["gate-key", F.hostileEscaped, "admin-only", "fold-key"])
+    expect(keyOrder(body)).toEqual(["gate-key", F.hostileEscaped, "admin-only", "declared-key", "fold-key"])
     const gate = body.slice(body.indexOf('<tr data-key="gate-key"'), body.indexOf(`<tr data-key="${F.hostileEscaped}"`))
     expect(gate).toContain("<strong>2 / 2</strong> <span class=\"badge\">declared</span>")
     expect(gate).toContain('data-testid="waiting">3</td>')
@@ -120,15 +132,16 @@ describe("live keys", () => {
     expect(gate).toContain("<svg")
     expect(body).toContain("<strong>0 / 4</strong> <span class=\"badge\">admin</span>")
     expect(body).not.toContain(F.hostile)
-    // the running job whose key comes from its contract is not on the row yet, so not listed
-    expect(body).not.toContain("declared-key")
+    // the running job whose key comes from its contract is not on the row yet: listed from its worker's report
+    const declared = body.slice(body.indexOf('<tr data-key="declared-key"'), body.indexOf('<tr data-key="fold-key"'))
+    expect(declared).toContain(`<a class="mono" href="/warp/jobs/${ids.declared}">${ids.declared}</a> <span>Declared</span> <span class="muted">on keys-worker since `)
     expect(await (await fetch(`${site.url}/concurrency`)).text()).toContain('href="/warp/keys"')
   })
 
   it("pages by pressure, each key once", async () => {
     const pages = await Promise.all([1, 2, 3].map((n) => text(`${paged.url}/keys?page=${n}`)))
-    expect(pages.map(keyOrder)).toEqual([["gate-key", F.hostileEscaped], ["admin-only", "fold-key"], []])
-    expect(pages[0]).toContain("page 1 of 2")
+    expect(pages.map(keyOrder)).toEqual([["gate-key", F.hostileEscaped], ["admin-only", "declared-key"], ["fold-key"]])
+    expect(pages[0]).toContain("page 1 of 3")
     expect(pages[0]).toContain('href="/warp/keys?page=2" rel="next"')
   })
 })
@@ -145,13 +158,16 @@ describe("job detail", () => {
     expect(hostile).not.toContain(F.hostile)
   })
 
-  it("a running job shows its key from the claim when the row carries it, and says when it does not", async () => {
+  it("a running job shows its key from the claim when the row carries it, and from its worker's report when it does not yet", async () => {
     const holder = await text(`${site.url}/jobs/${ids.holders[0]}`)
     expect(holder).toContain('data-testid="concurrency-key">gate-key</div>')
     expect(holder).toContain(`Holding a slot of '<span class="mono">gate-key</span>' since `)
     expect(holder).toContain("2 of 2 slots in use")
     const declared = await text(`${site.url}/jobs/${ids.declared}`)
     expect(declared).toMatch(/data-testid="concurrency-unresolved">Resolved when the job first runs: this attempt resolved/)
+    // ... and its worker's report names the key it holds
+    expect(declared).toContain(`Holding a slot of '<span class="mono">declared-key</span>' since `)
+    expect(declared).toContain("1 of 3 slots in use <span class=\"muted\">(limit 3, declared on the contract)</span>")
   })
 
   it("folds a run of requeues into one line", async () => {

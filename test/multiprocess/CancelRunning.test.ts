@@ -52,7 +52,7 @@ describe("multi-process CancelRunning: 2 processes x 4 fibers", () => {
       )
       for (const key of keys) {
         const r = reports.find((x) => x.key === key)!
-        expect({ key, maxInside: r.maxInside, violations: r.violations, overlaps: r.lostSlotOverlaps }).toEqual({ key, maxInside: 1, violations: 0, overlaps: 0 })
+        expect({ key, maxInside: r.maxInside, violations: r.violations, overlaps: r.afterLostSlot }).toEqual({ key, maxInside: 1, violations: 0, overlaps: 0 })
       }
       expect(intervals.every((i) => i.exitSource === "recorded")).toBe(true)
       let replaced = 0

@@ -50,7 +50,7 @@ describe("multi-process total cap: 2 processes x 6 fibers", () => {
       // the group: every tenant's run counted as one holder of the group, at the group's limit
       const group = checkOverlaps(intervals.map((i) => ({ ...i, key: cap.group, limit: cap.limit })))[0]!
       console.log(`multi-process total cap: ${intervals.length} runs; group max inside ${group.maxInside}/${cap.limit}; per tenant ${perKey.map((r) => `${r.key}=${r.maxInside}`).join(", ")}`)
-      expect({ violations: group.violations, overlaps: group.lostSlotOverlaps, maxInside: group.maxInside }).toEqual({ violations: 0, overlaps: 0, maxInside: 3 })
+      expect({ violations: group.violations, overlaps: group.afterLostSlot, maxInside: group.maxInside }).toEqual({ violations: 0, overlaps: 0, maxInside: 3 })
       expect(new Set(intervals.map((i) => i.proc))).toEqual(new Set(["tc-a", "tc-b"]))
       for (const id of ids) expect((yield* detail(id)).job.state).toBe("Succeeded")
       for (const c of children) expect(c.alive, c.errors).toBe(true)

@@ -41,7 +41,7 @@ const common = (f: Figures) => {
 }
 
 describe("database outages (issue 21)", () => {
-  it("a hard restart shorter than the lease: no handler completes twice, nothing lost, the cap holds", { timeout: 60_000 }, async () => {
+  it("a hard restart shorter than the lease: no handler completes twice, nothing lost, the cap holds", { timeout: 180_000 }, async () => {
     const f = await run("restart < lease", { ...base, fault: "restart", leaseMs: 20_000, downMs: 3_000 })
     common(f)
     // the outage hit running work: results were pending while the server was down
@@ -56,7 +56,7 @@ describe("database outages (issue 21)", () => {
     expect(f.reachableLogs).toBe(base.processes)
   })
 
-  it("an outage longer than the lease: only jobs in flight re-run, each re-run of a completed handler is in the trail", { timeout: 60_000 }, async () => {
+  it("an outage longer than the lease: only jobs in flight re-run, each re-run of a completed handler is in the trail", { timeout: 180_000 }, async () => {
     const f = await run("restart > lease", { ...base, fault: "restart", leaseMs: 1_500, downMs: 4_000 })
     common(f)
     const inFlight = new Set(f.inFlightAtFault)

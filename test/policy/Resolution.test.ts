@@ -13,10 +13,10 @@ import {
   Semaphore,
   Timeout
 } from "warp-effect"
-import * as Publisher from "../../src/internal/job/Publisher.js"
+import * as Publisher from "../../src/internal/publisher/Publisher.js"
 import type * as Declaration from "../../src/internal/policy/Declaration.js"
 import { families, type FamilyName, familyNames, type Policies, type Rung, rungOrder } from "../../src/internal/policy/PolicyFamily.js"
-import * as PolicyResolution from "../../src/internal/policy/PolicyResolution.js"
+import * as PolicyResolution from "../../src/internal/attempt/PolicyResolution.js"
 
 /**
  * One declaration per (family, rung), each distinguishable from the others. A rung the family does

@@ -5,7 +5,7 @@ import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
 import { Contract, Handler, type JobLog, JobParameters, Mutex, Publisher, Retry, RetryPolicy, Timeout } from "warp-effect"
 import { requeuedText } from "../../src/internal/concurrency/ConcurrencyBehavior.js"
-import * as RetryBehavior from "../../src/internal/policy/RetryBehavior.js"
+import * as RetryBehavior from "../../src/internal/retry/RetryBehavior.js"
 import { backends, deploy, metadataOf, until, withWorker } from "./env.js"
 
 const P = Schema.Struct({ n: Schema.Number })

@@ -21,7 +21,7 @@ import {
 import type { CircuitBreakerState } from "../../src/internal/circuitbreaker/CircuitBreakerState.js"
 import type { ConcurrencyLimitManager } from "../../src/internal/concurrency/ConcurrencyLimitManager.js"
 import type { AnyHandler } from "../../src/internal/job/Handler.js"
-import type { Addon, AddonServices } from "../../src/internal/job/Pipeline.js"
+import type { Addon, AddonServices } from "../../src/internal/attempt/Pipeline.js"
 import type { Recurring } from "../../src/internal/job/Recurring.js"
 import type * as Declaration from "../../src/internal/policy/Declaration.js"
 import type { RateLimiter } from "../../src/internal/ratelimit/RateLimiter.js"

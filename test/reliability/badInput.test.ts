@@ -437,9 +437,9 @@ const underConnectionLoss = (fault: (admin: pg.Client, dbName: string) => Promis
       expect(yield* advisoryLocks).toBe(0)
       const reports = checkOverlaps(intervals, terminations)
       const violations = reports.reduce((n, r) => n + r.violations, 0)
-      const lost = reports.reduce((n, r) => n + r.lostSlotOverlaps, 0)
+      const lost = reports.reduce((n, r) => n + r.afterLostSlot, 0)
       console.log(
-        `connection loss: ${faults} faults, ${intervals.length} handler runs for ${ids.length} jobs, violations ${violations}, lost-slot overlaps ${lost}`
+        `connection loss: ${faults} faults, ${intervals.length} handler runs for ${ids.length} jobs, violations ${violations} (after a lost slot ${lost})`
       )
       expect(violations, reports.flatMap((r) => r.examples).join("\n")).toBe(0)
     }).pipe(Effect.provide(stack(url, handler, "warp-victim", provider)), Logger.withMinimumLogLevel(LogLevel.Error))

@@ -60,8 +60,17 @@ const terminate = (pid: number) => sqlOf("SELECT pg_terminate_backend($1)", [pid
 
 const isDone = (slot: Slot) => Effect.map(Effect.timeoutOption(slot.lost, "20 millis"), Option.isSome)
 
+/** Terminates the backend holding `slot` (of `name` at limit 1) and waits for its `lost`; the backend's pid. */
+const cutHolder = (name: string, slot: Slot) =>
+  Effect.gen(function* () {
+    const [owner] = yield* holders(name, 1)
+    yield* terminate(owner!.pid)
+    yield* Effect.timeout(slot.lost, "10 seconds")
+    return owner!.pid
+  })
+
 describe("PostgreSQL provider: connections", () => {
-  it.live("a holder's connection dies: another process gets the slot and the holder's slot.lost completes", () =>
+  it.live("a holder's connection dies: the slot stays unusable (lock-delay) until the holder has released it, then another process gets it at once", () =>
     Effect.gen(function* () {
       const k = key("dead")
       const holder = yield* provider({ pingInterval: "50 millis" })
@@ -70,25 +79,100 @@ describe("PostgreSQL provider: connections", () => {
       const slot = Option.getOrThrow(held.slot)
       expect(Option.isNone(yield* Effect.scoped(other.tryAcquire(k, 1, 0)))).toBe(true)
       expect(yield* isDone(slot)).toBe(false)
-      const [owner] = yield* holders(k, 1)
-      yield* terminate(owner!.pid)
-      const taken = yield* holdOpen(other, k, 1, "10 seconds")
-      expect(Option.isSome(taken.slot)).toBe(true)
-      yield* Effect.timeout(slot.lost, "10 seconds")
-      // the old holder's release touches nothing: the new holder keeps the slot
+      const owner = yield* cutHolder(k, slot)
+      // the lock is free on the server, but its holder has not stopped: nobody gets the slot
+      expect(yield* holders(k, 1)).toHaveLength(0)
+      expect(Option.isNone(yield* Effect.scoped(other.tryAcquire(k, 1, 0)))).toBe(true)
+      const waiting = yield* Effect.fork(holdOpen(other, k, 1, "5 seconds"))
+      expect(Option.isNone(yield* Effect.scoped(other.tryAcquire(k, 1, 0)))).toBe(true)
+      // the holder stops (its scope releases the slot): the waiting acquirer gets it, long before the
+      // marker would expire (10 s)
       yield* held.close
+      const taken = yield* Fiber.join(waiting)
+      expect(Option.isSome(taken.slot)).toBe(true)
       const after = yield* holders(k, 1)
       expect(after).toHaveLength(1)
-      expect(after[0]!.pid).not.toBe(owner!.pid)
+      expect(after[0]!.pid).not.toBe(owner)
       yield* taken.close
       expect(yield* holders(k, 1)).toHaveLength(0)
     }).pipe(Effect.scoped))
 
+  it.live("a holder that never releases (its process is gone): the slot is usable again once its marker expires, not before", () =>
+    Effect.gen(function* () {
+      const k = key("gone")
+      const holder = yield* provider({ pingInterval: "50 millis", deadline: "1500 millis" })
+      const other = yield* provider({})
+      const held = yield* holdOpen(holder, k, 1)
+      yield* cutHolder(k, Option.getOrThrow(held.slot))
+      // within the deadline: not granted (the holder could still be running)
+      expect(Option.isNone(yield* Effect.scoped(other.tryAcquire(k, 1, 0)))).toBe(true)
+      // the holder's scope never closes; its marker expires: the key does not stay frozen
+      const taken = yield* holdOpen(other, k, 1, "10 seconds")
+      expect(Option.isSome(taken.slot)).toBe(true)
+      yield* taken.close
+      // the old holder's late release touches nothing of the new holder's
+      const again = yield* holdOpen(other, k, 1)
+      expect(Option.isSome(again.slot)).toBe(true)
+      yield* held.close
+      expect(yield* holders(k, 1)).toHaveLength(1)
+      yield* again.close
+    }).pipe(Effect.scoped))
+
+  it.live("the pings renew the marker: a slot held for twice the deadline, then lost, is still not granted before its holder releases", () =>
+    Effect.gen(function* () {
+      const k = key("renewed")
+      const holder = yield* provider({ pingInterval: "50 millis", deadline: "1 second" })
+      const other = yield* provider({})
+      const held = yield* holdOpen(holder, k, 1)
+      const slot = Option.getOrThrow(held.slot)
+      // held past the marker's first expiry (acquisition + 1 s): only renewals keep it valid
+      yield* Effect.sleep("2 seconds")
+      expect(yield* isDone(slot)).toBe(false)
+      yield* cutHolder(k, slot)
+      expect(Option.isNone(yield* Effect.scoped(other.tryAcquire(k, 1, 0)))).toBe(true)
+      yield* held.close
+      const taken = yield* holdOpen(other, k, 1, "5 seconds")
+      expect(Option.isSome(taken.slot)).toBe(true)
+      yield* taken.close
+    }).pipe(Effect.scoped))
+
+  it.live("markers of slots never taken again are swept when a provider starts, an hour past their expiry", () =>
+    Effect.gen(function* () {
+      // the table exists once a provider has started
+      yield* provider({})
+      const old = lockId(slotName(key("old"), 0))
+      const recent = lockId(slotName(key("recent"), 0))
+      yield* sqlOf(
+        `INSERT INTO warp_semaphore_marker (lock_id, holder, until) VALUES ($1, 'gone', now() - interval '2 hours'), ($2, 'gone', now() - interval '10 minutes')`,
+        [old, recent]
+      )
+      yield* provider({})
+      const left = yield* sqlOf<{ lock_id: string }>("SELECT lock_id::text FROM warp_semaphore_marker WHERE lock_id = ANY($1::bigint[])", [`{${old},${recent}}`])
+      expect(left.map((r) => r.lock_id)).toEqual([recent])
+    }).pipe(Effect.scoped))
+
+  it.live("a clean release frees the slot at once: no marker is left behind", () =>
+    Effect.gen(function* () {
+      const k = key("clean")
+      const a = yield* provider({})
+      const b = yield* provider({})
+      for (let i = 0; i < 5; i++) {
+        const held = yield* holdOpen(i % 2 === 0 ? a : b, k, 1)
+        expect(Option.isSome(held.slot)).toBe(true)
+        yield* held.close
+      }
+      const ids = [lockId(slotName(k, 0))]
+      const left = yield* sqlOf<{ n: number }>("SELECT count(*)::int AS n FROM warp_semaphore_marker WHERE lock_id = ANY($1::bigint[])", [`{${ids.join(",")}}`])
+      expect(left[0]!.n).toBe(0)
+    }).pipe(Effect.scoped))
+
   it.live("a terminated connection is noticed from the driver's events, long before the next ping", () =>
     Effect.gen(function* () {
-      const k = key("events")
       // pings a minute apart: only the driver's end/error events can complete slot.lost in time
-      for (const options of [{ pingInterval: "1 minute" }, { pingInterval: "1 minute", multiplex: { connections: 1 } }] as const) {
+      for (const [i, options] of ([{ pingInterval: "1 minute" }, { pingInterval: "1 minute", multiplex: { connections: 1 } }] as const).entries()) {
+        // a key of its own per round: the dead holder's marker of the round before is deleted in the
+        // background (lock-delay), so the same key may still be held back for a moment
+        const k = key(`events-${i}`)
         const holder = yield* provider(options)
         const held = yield* holdOpen(holder, k, 1)
         const slot = Option.getOrThrow(held.slot)
@@ -123,8 +207,12 @@ describe("PostgreSQL provider: connections", () => {
         const slot = Option.getOrThrow(h.slot)
         if (!doomed.has(slot.index)) expect(yield* isDone(slot)).toBe(false)
       }
+      // lock-delay: nothing is granted before the doomed holders have released
+      expect(Option.isNone((yield* holdOpen(other, k, 6)).slot)).toBe(true)
+      for (const h of held) if (doomed.has(Option.getOrThrow(h.slot).index)) yield* h.close
       // the other process gets exactly the freed slots
-      const taken = yield* Effect.forEach([...doomed], () => holdOpen(other, k, 6))
+      // (a dead lane's markers are removed in the background: waiting briefly)
+      const taken = yield* Effect.forEach([...doomed], () => holdOpen(other, k, 6, "5 seconds"))
       expect(taken.map((t) => Option.map(t.slot, (s) => s.index)).filter(Option.isSome).map((o) => o.value).sort()).toEqual([...doomed].sort())
       expect(Option.isNone((yield* holdOpen(other, k, 6)).slot)).toBe(true)
       // the holder still works: a fresh connection replaces the dead one

@@ -133,6 +133,18 @@ describe("slot audit: a session left open holding a slot", () => {
               expect.objectContaining({ _tag: "LeakedSlot", key: "audit-k", slot: leakedSlot, pid: rawPid, terminated: false })
             ])
             expect(Option.getOrThrow(yield* observe.lastReport)).toBe(report)
+            // the run's findings are in the job store (warp_slot_audit), for the dashboard
+            const store = yield* JobStore
+            expect(yield* store.slotAuditFindings).toEqual([
+              {
+                kind: "LeakedSlot",
+                key: "audit-k",
+                slot: leakedSlot,
+                jobId: undefined,
+                detail: expect.stringContaining(`held by session ${rawPid}`),
+                foundAt: report.at
+              }
+            ])
             // the observing audit changes nothing: the session still holds the lock
             expect((yield* holdersOf("audit-k", 3)).map((h) => h.pid)).toContain(rawPid)
             // terminate: the session is ended, the slot is free, the waiting job takes it
@@ -148,6 +160,8 @@ describe("slot audit: a session left open holding a slot", () => {
             const after = yield* observe.runOnce
             expect(after.leaked).toEqual([])
             expect(after.stuck).toEqual([])
+            // a run that finds nothing replaces the stored findings with none
+            expect(yield* store.slotAuditFindings).toEqual([])
             yield* Deferred.succeed(release, undefined)
             yield* drained(30_000)
           })
@@ -301,6 +315,11 @@ describe("slot audit: worker processes that die or stop while holding", () => {
         expect.objectContaining({ _tag: "StuckHolder", key: "stop-k", jobId: id, pids: [pid] })
       ])
       expect(report.leaked.filter((l) => l.key === "stop-k")).toEqual([])
+      // stored for the dashboard: the stuck job, found at the run's time
+      const stored = yield* Effect.flatMap(JobStore, (s) => s.slotAuditFindings)
+      expect(stored.filter((f) => f.key === "stop-k")).toEqual([
+        { kind: "StuckHolder", key: "stop-k", slot: undefined, jobId: id, detail: expect.stringContaining("lease expired"), foundAt: report.at }
+      ])
       child.signal("SIGKILL")
       yield* Effect.promise(() => child.exited)
     }).pipe(Effect.provide(env())), 60_000)

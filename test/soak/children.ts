@@ -5,7 +5,7 @@ import { type ChildProcess, spawn } from "node:child_process"
 import { fileURLToPath } from "node:url"
 import * as Layer from "effect/Layer"
 import { Concurrency, JobStorePg, Publisher, Registry, SemaphoreProviderMemory } from "warp-effect"
-import { pgLayer } from "../support/db.js"
+import { pgLayer } from "../support/pgLayer.js"
 import type { ChildConfig } from "../support/workerProcess.js"
 import { recordingHandler } from "./workload.js"
 

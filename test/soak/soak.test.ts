@@ -1,5 +1,6 @@
 /**
- * The short soak inside `npm test`: 2 worker processes x 4 fibers, 1,000 jobs over 20 keys, a fault
+ * The short soak inside `npm test`: 2 worker processes x 4 fibers, 600 jobs over 20 keys (and, for a
+ * fifth of them, 4 keys under one total cap of 3 and 3 CancelRunning keys), a fault
  * about every 400 ms (kill -9 + restart, pg_terminate_backend of a process's connections, interrupted
  * attempts): with the worker defaults, with slot reuse on, and with the Redis provider. `npm run soak`
  * is the same harness at scale.
@@ -36,6 +37,8 @@ describe("soak (short)", () => {
           weights: { kill: 1, terminate: 1, interrupt: 1 },
           leaseMs: 2_000,
           timeoutMs: 240_000,
+          // a fifth of the jobs on the total cap's keys and the CancelRunning keys
+          capShare: 0.2,
           seed: c.seed,
           log: () => {},
           ...c.options
@@ -44,6 +47,11 @@ describe("soak (short)", () => {
         expect(summary.timedOut).toBe(false)
         expect(summary.faults.kill! + summary.faults.terminate! + summary.faults.interrupt!).toBeGreaterThanOrEqual(3)
         expect(summary.violations, summary.examples.join("\n")).toBe(0)
+        // the total cap: never more than its total holding its slots (a group is checked as a key is)
+        expect(summary.group.violations, summary.examples.join("\n")).toBe(0)
+        expect(summary.group.runs).toBeGreaterThan(0)
+        // CancelRunning: the checks on how their jobs end are among the problems; how many were replaced
+        // depends on the faults' timing (a handful a run), so it is reported, not required
         expect(summary.problems).toEqual(Object.fromEntries(Object.keys(summary.problems).map((k) => [k, 0])))
         expect(summary.states.Succeeded).toBeGreaterThan(0)
         expect(summary.advisoryLocksWhileRunning + summary.advisoryLocksAfterStop).toBe(0)

@@ -21,11 +21,20 @@ import { slotName } from "../../src/internal/semaphore/SemaphoreProvider.js"
 
 /**
  * The one job type. `ms`: time inside the handler; `fail`: the handler fails (every attempt);
- * `hangFirst`: the first attempt never returns (crash tests kill the process during it).
+ * `hangFirst`: the first attempt never returns (crash tests kill the process during it); `write`: once
+ * its work ends (done, failed or interrupted), the handler writes its slot's resource row (`rel_resource`) with the README's
+ * fencing pattern (`fenced`: `... AND fence < $token`: one write per holder) or without the condition
+ * (`unfenced`: the ablation that shows the checker catching a stale write), each try recorded in
+ * `rel_writes`.
  */
 export const Work = Contract.job(
   "Work",
-  Schema.Struct({ ms: Schema.Number, fail: Schema.Boolean, hangFirst: Schema.optional(Schema.Boolean) })
+  Schema.Struct({
+    ms: Schema.Number,
+    fail: Schema.Boolean,
+    hangFirst: Schema.optional(Schema.Boolean),
+    write: Schema.optional(Schema.Literal("fenced", "unfenced"))
+  })
 )
 
 /** The handler's own failure text (so a checker can tell handler failures from anything else). */
@@ -66,6 +75,27 @@ export const createTables = Effect.gen(function* () {
       -- one soak on a busy machine)
       PRIMARY KEY (proc, pid)
     )`
+  // a resource per slot of a key (a fenced resource is one a single holder writes at a time: the slot
+  // of a Semaphore(N), not the key), and every write tried on it: by which run, with which token
+  yield* sql`
+    CREATE TABLE IF NOT EXISTS rel_resource (
+      key text NOT NULL,
+      slot integer NOT NULL,
+      fence bigint NOT NULL DEFAULT 0,
+      writer text,
+      PRIMARY KEY (key, slot)
+    )`
+  yield* sql`
+    CREATE TABLE IF NOT EXISTS rel_writes (
+      job_id text NOT NULL,
+      attempt integer NOT NULL,
+      phase text NOT NULL,
+      key text NOT NULL,
+      slot integer NOT NULL,
+      token bigint NOT NULL,
+      accepted boolean NOT NULL,
+      at timestamptz NOT NULL
+    )`
   yield* sql`
     CREATE TABLE IF NOT EXISTS rel_faults (
       id serial PRIMARY KEY,
@@ -89,7 +119,7 @@ const persist = Schedule.spaced("25 millis").pipe(Schedule.intersect(Schedule.re
 
 /** The recording handler of {@link Work}. Requires only the `SqlClient` of its process. */
 export const recordingHandler = (recorder: Recorder) =>
-  Handler.job(Work, ({ fail, hangFirst, ms }, info) =>
+  Handler.job(Work, ({ fail, hangFirst, ms, write }, info) =>
     Effect.gen(function* () {
       const sql = yield* SqlClient.SqlClient
       const attempt = yield* Effect.serviceOption(CurrentAttempt)
@@ -115,14 +145,33 @@ export const recordingHandler = (recorder: Recorder) =>
                   AND ((l.classid::bigint << 32) | l.objid::bigint)::text IN ${sql.in(Array.from({ length: lim }, (_, i) => lockId(slotName(LOCK_PREFIX + key, i))))})
               WHERE job_id = ${info.jobId} AND attempt = ${info.attempt}`.pipe(Effect.ignore)
           : Effect.void
+      // the resource write of a keyed run holding a fencing token (one statement: the write and its record)
+      const slot = info.slot
+      const writeResource = (phase: "exit") =>
+        write === undefined || slot === undefined || slot.fence === undefined
+          ? Effect.void
+          : sql
+              .unsafe(
+                `WITH w AS (UPDATE rel_resource SET fence = $1::bigint, writer = $2 || '#' || $3::text
+                            WHERE key = $4 AND slot = $5${write === "fenced" ? " AND fence < $1::bigint" : ""} RETURNING 1)
+                 INSERT INTO rel_writes (job_id, attempt, phase, key, slot, token, accepted, at)
+                 SELECT $2, $3::int, $6, $4, $5, $1::bigint, EXISTS (SELECT 1 FROM w), clock_timestamp()`,
+                [slot.fence.toString(), info.jobId, info.attempt, slot.key, slot.index, phase]
+              )
+              .pipe(Effect.retry(persist), Effect.orDie)
       const body =
         hangFirst === true && info.attempt === 1
           ? Effect.never
-          : Effect.sleep(Duration.millis(ms)).pipe(Effect.zipRight(fail ? Effect.fail(HANDLER_FAILURE) : Effect.void))
+          : Effect.sleep(Duration.millis(ms)).pipe(
+              Effect.zipRight(fail ? Effect.fail(HANDLER_FAILURE) : Effect.void)
+            )
       yield* Effect.acquireUseRelease(
         enter,
         () => Effect.zipRight(diagnose, body),
-        (_, exit) => leave(Exit.isSuccess(exit) ? "ok" : Exit.isInterrupted(exit) ? "interrupted" : "failed")
+        // the resource write comes last whatever ended the work — interrupted too (told its slot was lost,
+        // replaced, shut down): the worst holder, one that writes what it has anyway; the fence is what
+        // must refuse it
+        (_, exit) => Effect.zipRight(Effect.ignore(writeResource("exit")), leave(Exit.isSuccess(exit) ? "ok" : Exit.isInterrupted(exit) ? "interrupted" : "failed"))
       )
     })
   )

@@ -1,10 +1,10 @@
-import * as PgClient from "@effect/sql-pg/PgClient"
+import type * as PgClient from "@effect/sql-pg/PgClient"
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import * as Redacted from "effect/Redacted"
 import pg from "pg"
 import { inject } from "vitest"
+import { pgLayer } from "./pgLayer.js"
 
 /** The server URL for this test run. */
 export const serverUrl = (): string => inject("databaseUrl")
@@ -44,9 +44,7 @@ export const freshDatabaseUrl: Effect.Effect<string, never, import("effect/Scope
   (url) => Effect.promise(() => dropDatabase(url))
 )
 
-/** A PgClient on `url`. */
-export const pgLayer = (url: string, maxConnections = 20) =>
-  PgClient.layer({ url: Redacted.make(url), maxConnections, idleTimeout: "30 seconds" })
+export { pgLayer }
 
 /** A PgClient on a fresh database, dropped when the layer is released. */
 export const freshPgLayer = (maxConnections = 20): Layer.Layer<PgClient.PgClient | SqlClient.SqlClient, unknown> =>

@@ -32,3 +32,13 @@ export const workerEnvs = [
   ["memory", (handlers: ReadonlyArray<Handler.JobHandler<any, any, never>>) => memoryWorkerEnv(handlers)],
   ["postgres", (handlers: ReadonlyArray<Handler.JobHandler<any, any, never>>) => pgWorkerEnv(handlers)]
 ] as const
+
+/**
+ * The concurrency addon's PostgreSQL limits, provider (pinging every second) and store on a fresh
+ * database of 30 connections, shared by the fast-check models' PostgreSQL runs (total caps, CancelRunning).
+ */
+export const pgModelEnv = Concurrency.layer.pipe(
+  Layer.provideMerge(SemaphoreProviderPg.layer({ pingInterval: "1 second" })),
+  Layer.provideMerge(JobStorePg.layer),
+  Layer.provideMerge(freshPgLayer(30))
+)

@@ -10,6 +10,8 @@
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import * as PgClient from "@effect/sql-pg/PgClient"
 import * as SqlClient from "@effect/sql/SqlClient"
+import * as Context from "effect/Context"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Logger from "effect/Logger"
@@ -32,6 +34,10 @@ export interface ChildConfig {
   readonly pollMs: number
   readonly leaseMs: number
   readonly pingMs: number
+  /** The PostgreSQL provider's slot deadline (the provider's default, 10 s, when absent). */
+  readonly slotDeadlineMs?: number
+  /** The PostgreSQL provider's lock-delay (its default, on, when absent). */
+  readonly lockDelay?: boolean
   readonly graceMs: number
   readonly pool: number
   /** How often the worker asks for cancels of the jobs it runs (the worker's default, 1 s, when absent). */
@@ -42,6 +48,17 @@ export interface ChildConfig {
   readonly provider?: "pg" | "redis"
   /** Redis provider: server URL, key prefix and lease. */
   readonly redis?: { readonly url: string; readonly prefix: string; readonly leaseMs: number }
+  /**
+   * `false`: the slots this process holds never report a lapse (`Slot.lapsed` removed), so the worker's
+   * check before the finalizing write is off — an ablation, to see the pause checks fail without it.
+   */
+  readonly lapseCheck?: boolean
+  /**
+   * `true`: the slots this process holds never report their loss (`Slot.lost` never completes), so a
+   * handler runs on after its slot is gone — an ablation, with `lapseCheck: false` the holder that
+   * notices nothing, to see the pause checks fail.
+   */
+  readonly ignoreSlotLoss?: boolean
 }
 
 const config = JSON.parse(process.argv[2] ?? "{}") as ChildConfig
@@ -82,15 +99,21 @@ const diagnosed = (inner: SemaphoreProviderService, sql: SqlClient.SqlClient): S
     )
 })
 
+const pgProviderOptions: SemaphoreProviderPg.PgProviderOptions = {
+  pingInterval: Duration.millis(config.pingMs),
+  ...(config.slotDeadlineMs === undefined ? {} : { deadline: Duration.millis(config.slotDeadlineMs) }),
+  ...(config.lockDelay === undefined ? {} : { lockDelay: config.lockDelay })
+}
+
 const pgProvider =
   process.env.WARP_SOAK_DIAG === "1"
     ? Layer.scoped(
         SemaphoreProvider,
         Effect.flatMap(SqlClient.SqlClient, (sql) =>
-          Effect.map(SemaphoreProviderPg.make({ pingInterval: `${config.pingMs} millis` }), (inner) => diagnosed(inner, sql))
+          Effect.map(SemaphoreProviderPg.make(pgProviderOptions), (inner) => diagnosed(inner, sql))
         )
       )
-    : SemaphoreProviderPg.layer({ pingInterval: `${config.pingMs} millis` })
+    : SemaphoreProviderPg.layer(pgProviderOptions)
 
 const providerLayer =
   config.provider === "redis" && config.redis !== undefined
@@ -104,9 +127,30 @@ const providerLayer =
       )
     : pgProvider
 
+/**
+ * The ablations (see `ChildConfig.lapseCheck`, `ignoreSlotLoss`): every slot handed out without
+ * `lapsed`, and with `ignoreSlotLoss` a `lost` that never completes.
+ */
+const ablated = <E, R>(layer: Layer.Layer<SemaphoreProvider, E, R>): Layer.Layer<SemaphoreProvider, E, R> =>
+  Layer.map(layer, (context) => {
+    const inner = Context.get(context, SemaphoreProvider)
+    return Context.make(SemaphoreProvider, {
+      tryAcquire: (name, limit, timeout) =>
+        // the slot itself, not a copy: the PostgreSQL provider's fused release is found by the slot's identity
+        Effect.tap(inner.tryAcquire(name, limit, timeout), (slot) =>
+          Effect.sync(() => {
+            if (Option.isNone(slot)) return
+            const mutable = slot.value as { lapsed?: unknown; lost: unknown }
+            if (config.lapseCheck === false) mutable.lapsed = undefined
+            if (config.ignoreSlotLoss === true) mutable.lost = Effect.never
+          })
+        )
+    })
+  })
+
 const env = Registry.layer({ handlers: [recordingHandler({ proc: config.name, pid: process.pid })] }).pipe(
   Layer.provideMerge(Concurrency.layer),
-  Layer.provideMerge(providerLayer),
+  Layer.provideMerge(config.lapseCheck === false || config.ignoreSlotLoss === true ? ablated(providerLayer) : providerLayer),
   Layer.provideMerge(JobStorePg.layerWithoutMigrations),
   Layer.provideMerge(sqlLayer)
 )

@@ -4,7 +4,9 @@
  * - `cut()` closes every open connection (both sides), as a network failure or a server crash would;
  * - `stall()` stops forwarding on every open connection without closing it (a half-open path: the
  *   client's socket stays open, nothing more arrives); connections opened later work normally;
- * - `retarget(port)` sends new connections to another port (a failover), open ones stay where they are.
+ * - `retarget(port)` sends new connections to another port (a failover), open ones stay where they are;
+ * - `holdAnswers()` keeps what the server sends in the proxy (the client's requests still go through,
+ *   counted by `sentWhileHeld`) until `releaseAnswers()`: a request whose answer is on its way.
  */
 import { createServer, type Server, type Socket, connect } from "node:net"
 
@@ -23,6 +25,12 @@ export interface TcpProxy {
   readonly open: () => number
   /** Connections stalled and still open. */
   readonly stalled: () => number
+  /** Keeps the server's bytes in the proxy on every open connection until `releaseAnswers`. */
+  readonly holdAnswers: () => void
+  /** Forwards what was held, and whatever comes next. */
+  readonly releaseAnswers: () => void
+  /** Bytes the clients sent since `holdAnswers`. */
+  readonly sentWhileHeld: () => number
   /** Closes the proxy and every connection. */
   readonly close: () => Promise<void>
 }
@@ -37,6 +45,9 @@ interface Pair {
 export const startProxy = (targetPort: number): Promise<TcpProxy> => {
   let target = targetPort
   const pairs = new Set<Pair>()
+  let held: Array<Pair> = []
+  let sentWhileHeld = 0
+  const countSent = (d: Buffer) => void (sentWhileHeld += d.length)
   const server: Server = createServer({ pauseOnConnect: true }, (client) => {
     const upstream = connect({ host: "127.0.0.1", port: target })
     const pair: Pair = { client, upstream, stalled: false }
@@ -92,6 +103,24 @@ export const startProxy = (targetPort: number): Promise<TcpProxy> => {
         retarget: (p) => {
           target = p
         },
+        holdAnswers: () => {
+          sentWhileHeld = 0
+          held = [...pairs].filter((p) => !p.stalled)
+          for (const p of held) {
+            p.upstream.unpipe(p.client)
+            p.upstream.pause()
+            p.client.on("data", countSent)
+          }
+        },
+        releaseAnswers: () => {
+          for (const p of held) {
+            p.client.off("data", countSent)
+            p.upstream.pipe(p.client)
+            p.upstream.resume()
+          }
+          held = []
+        },
+        sentWhileHeld: () => sentWhileHeld,
         open: () => [...pairs].filter((p) => !p.stalled && !p.client.destroyed).length,
         stalled: () => [...pairs].filter((p) => p.stalled && !p.client.destroyed).length,
         close: () =>

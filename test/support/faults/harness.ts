@@ -138,8 +138,28 @@ export interface Figures {
   readonly outageMs: number
   /** From the server's return to the last result of a handler completed during the outage (ms, server clock). */
   readonly pendingWrittenMs: number | undefined
-  /** From the server's return to every job finished (ms, server clock). */
+  /**
+   * From the server's return to every job finished (ms). "The return" in these figures: the server
+   * accepting connections again, as the parent saw it (the stall: the fault's start).
+   */
   readonly allDoneMs: number
+  /** From the server process's start to its accepting connections (crash recovery, ms; restart, failover). */
+  readonly serverStartMs: number | undefined
+  /** Jobs not yet Succeeded at the server's return (restart, failover). */
+  readonly leftAtReturn: number | undefined
+  /** Jobs Succeeded in the first second after the server's return. */
+  readonly firstSecondJobs: number | undefined
+  /** Jobs per second from one second after the return to the last job (the workers' steady pace). */
+  readonly steadyRate: number | undefined
+  /**
+   * `allDoneMs` minus the time the jobs left at the return take at `steadyRate`: what the outage
+   * itself added after the return (ms).
+   */
+  readonly addedByOutageMs: number | undefined
+  /** From the server's return (as the parent saw it) to the first handler started after it (ms). */
+  readonly resumedMs: number | undefined
+  /** From the server's return (as the parent saw it) to the last handler run of a job in flight at the fault (ms). */
+  readonly inFlightDoneMs: number | undefined
   /** Worker log lines about the store's reachability. */
   readonly unreachableLogs: number
   readonly reachableLogs: number
@@ -284,6 +304,8 @@ const scenario = (s: Scenario, log: (line: string) => void) =>
       }
     }
     const startAt = now()
+    // the server's return: accepting connections again (after its crash recovery), as the parent saw it
+    const startWall = Date.now()
 
     // every job finished, then read the trails
     return yield* Effect.gen(function* () {
@@ -303,7 +325,7 @@ const scenario = (s: Scenario, log: (line: string) => void) =>
       const states = yield* sql<{ state: string; n: number }>`SELECT state, count(*)::int AS n FROM warp_jobs GROUP BY state`
       const lost = yield* sql<{ job_id: string; message: string }>`
         SELECT job_id, message FROM warp_job_logs WHERE message LIKE 'Result of attempt % lost in a database outage%' ORDER BY id`
-      // the server's return: its start time (fault restart/failover) or the stall (server clock)
+      // the server's start (restart/failover): the return above is later by its crash recovery
       const [times] = yield* sql<{ back: string; done: string }>`
         SELECT (extract(epoch FROM pg_postmaster_start_time()) * 1000)::float8::text AS back,
                (extract(epoch FROM (SELECT max(updated_at) FROM warp_jobs)) * 1000)::float8::text AS done`
@@ -316,14 +338,25 @@ const scenario = (s: Scenario, log: (line: string) => void) =>
         const [w] = yield* sql<{ at: string | null }>`
           SELECT (extract(epoch FROM max(l.at)) * 1000)::float8::text AS at FROM warp_job_logs l
           WHERE l.kind = 'Succeeded' AND l.job_id IN ${sql.in([...completedDuring])}`
-        if (w?.at != null) pendingWrittenMs = Number(w.at) - Number(times!.back)
+        if (w?.at != null) pendingWrittenMs = Number(w.at) - startWall
       }
       const runs = new Map<string, Array<Interval>>()
       for (const i of intervals) runs.set(i.jobId, [...(runs.get(i.jobId) ?? []), i])
       const lostTexts = new Map<string, Array<string>>()
       for (const l of lost) lostTexts.set(l.job_id, [...(lostTexts.get(l.job_id) ?? []), l.message])
       const logs = children.map((c) => c.logs).join("\n")
-      const back = s.fault === "stall" ? undefined : Number(times!.back)
+      const back = s.fault === "stall" ? undefined : startWall
+      // the pace after the return, from the jobs' final writes (server clock)
+      const [pace] = back === undefined ? [undefined] : yield* sql<{ left: number; first: number; later: number }>`
+        SELECT count(*) FILTER (WHERE updated_at >= to_timestamp(${back / 1000}))::int AS left,
+               count(*) FILTER (WHERE updated_at >= to_timestamp(${back / 1000}) AND updated_at < to_timestamp(${back / 1000 + 1}))::int AS first,
+               count(*) FILTER (WHERE updated_at >= to_timestamp(${back / 1000 + 1}))::int AS later
+        FROM warp_jobs`
+      const doneMs = Number(times!.done) - (back ?? 0)
+      const steadyRate = pace === undefined || doneMs <= 1500 ? undefined : pace.later / ((doneMs - 1000) / 1000)
+      const inFlightIds = new Set([...runs].filter(([, rs]) => rs.some((r) => r.entered <= startAt && r.exited >= stopAt)).map(([id]) => id))
+      const enteredAfter = intervals.filter((i) => i.entered > startAt).map((i) => i.entered)
+      const inFlightExits = intervals.filter((i) => inFlightIds.has(i.jobId) && Number.isFinite(i.exited)).map((i) => i.exited)
       const figures: Figures = {
         jobs: ids.ids.length,
         states: Object.fromEntries(states.map((r) => [r.state, r.n])),
@@ -340,10 +373,24 @@ const scenario = (s: Scenario, log: (line: string) => void) =>
         outageMs: (startAt - stopAt) / 1e6,
         pendingWrittenMs: back === undefined ? undefined : pendingWrittenMs,
         allDoneMs: Number(times!.done) - (back ?? stopWall),
+        serverStartMs: back === undefined ? undefined : startWall - Number(times!.back),
+        leftAtReturn: pace?.left,
+        firstSecondJobs: pace?.first,
+        steadyRate,
+        addedByOutageMs: pace === undefined || steadyRate === undefined ? undefined : doneMs - (pace.left / steadyRate) * 1000,
+        resumedMs: enteredAfter.length === 0 ? undefined : (Math.min(...enteredAfter) - startAt) / 1e6,
+        inFlightDoneMs: inFlightExits.length === 0 ? undefined : (Math.max(...inFlightExits) - startAt) / 1e6,
         unreachableLogs: (logs.match(/job store unreachable/g) ?? []).length,
         reachableLogs: (logs.match(/job store reachable again/g) ?? []).length,
         stalledConnections: proxy.stalled(),
         workersAlive: children.every((c) => c.alive)
+      }
+      if (process.env.WARP_OUTAGE_DEBUG === "1" && back !== undefined) {
+        const early = yield* sql<{ kind: string; msg: string; n: number; first: string; last: string }>`
+          SELECT kind, regexp_replace(message, '[0-9a-f-]{36}|key-[0-9]+|w[0-9]+-[0-9a-z-]+', '*', 'g') AS msg, count(*)::int AS n,
+                 round(extract(epoch FROM min(at)) * 1000 - ${back})::text AS first, round(extract(epoch FROM max(at)) * 1000 - ${back})::text AS last
+          FROM warp_job_logs WHERE at >= to_timestamp(${back / 1000}) AND at < to_timestamp(${back / 1000 + 2}) GROUP BY 1, 2 ORDER BY 3 DESC`
+        for (const r of early) log(`after the return: ${r.n} x ${r.kind} '${r.msg}' (${r.first}..${r.last} ms)`)
       }
       if (process.env.WARP_OUTAGE_DEBUG === "1") {
         for (const c of children) log(`--- ${c.config.name} logs:\n${c.logs.split("\n").filter((l) => !l.includes("READY")).slice(-60).join("\n")}`)
@@ -354,16 +401,20 @@ const scenario = (s: Scenario, log: (line: string) => void) =>
     }).pipe(Effect.provide(direct()))
   })
 
+const secs = (ms: number | undefined) => (ms === undefined ? "-" : `${(ms / 1000).toFixed(2)} s`)
+
 /** A one-line summary of a run's figures. */
 export const summary = (name: string, f: Figures): string => {
   const worst = f.overlaps.reduce((m, r) => Math.max(m, r.maxInside), 0)
   const violations = f.overlaps.reduce((n, r) => n + r.violations, 0)
   return [
     `${name}: ${f.jobs} jobs, states ${JSON.stringify(f.states)}, ${f.handlerRuns} handler runs`,
-    `outage ${(f.outageMs / 1000).toFixed(1)} s; in flight at the fault ${f.inFlightAtFault.length}; completed during the outage ${f.completedDuringOutage.length}`,
+    `outage ${(f.outageMs / 1000).toFixed(1)} s (server start to accepting ${secs(f.serverStartMs)}); in flight at the fault ${f.inFlightAtFault.length}; completed during the outage ${f.completedDuringOutage.length}`,
     `re-run ${f.rerun.length} (interrupted runs ${f.interrupted}); completed twice ${f.completedTwice.length}; results lost in the outage (audit) ${f.lostTexts.length}`,
     `cap: most inside a key ${worst}, violations ${violations}`,
     `pending results written ${f.pendingWrittenMs === undefined ? "-" : `${(f.pendingWrittenMs / 1000).toFixed(2)} s`} after the return; all done ${(f.allDoneMs / 1000).toFixed(2)} s after it`,
+    `first handler started ${secs(f.resumedMs)} after the return; last run of a job in flight at the fault ended ${secs(f.inFlightDoneMs)} after it`,
+    `jobs left at the return ${f.leftAtReturn ?? "-"}: ${f.firstSecondJobs ?? "-"} done in its first second, then ${f.steadyRate === undefined ? "-" : f.steadyRate.toFixed(0)} jobs/s; the outage added ${secs(f.addedByOutageMs)} to the drain`,
     `worker logs: unreachable ${f.unreachableLogs}, reachable again ${f.reachableLogs}`
   ].join("\n  ")
 }
