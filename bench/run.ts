@@ -15,10 +15,11 @@ import { cpus } from "node:os"
 import { readFileSync, writeFileSync } from "node:fs"
 import { fileURLToPath } from "node:url"
 import pg from "pg"
-import { connectionsTo, serverVersion, startServer, withFreshDatabase } from "./lib/server.js"
+import { connectionsTo, createDatabase, dropDatabase, serverVersion, startServer, withFreshDatabase } from "./lib/server.js"
 import { fmt, median, percentile } from "./lib/stats.js"
 import { type Panel, render } from "./lib/svg.js"
-import type { BacklogResult, BacklogSpec, ProducerResult, ProducerSpec } from "./systems/common.js"
+import type { BacklogResult, BacklogSpec, ClaimBlock, ClaimRig, ClaimSpec, ProducerResult, ProducerSpec } from "./systems/common.js"
+import * as effectqueue from "./systems/effectqueue.js"
 import * as graphile from "./systems/graphile.js"
 import * as pgboss from "./systems/pgboss.js"
 import * as warp from "./systems/warp.js"
@@ -71,7 +72,10 @@ const goals: Array<{ goal: string; measured: string; met: boolean }> = []
 
 const jps = (r: BacklogResult) => r.completed / (r.elapsedMs / 1000)
 const backlogSystems = { "warp-effect": warp.backlog, "graphile-worker": graphile.backlog, "pg-boss": pgboss.backlog } as const
-type SystemName = keyof typeof backlogSystems
+/** Scenario 3's extra row: this project with the PostgreSQL provider's lock-delay off (its cost). */
+const manyKeysSystems = { ...backlogSystems, "warp-effect, lock-delay off": (url: string, spec: BacklogSpec) => warp.backlog(url, { ...spec, lockDelay: false }) }
+type ManyKeysName = keyof typeof manyKeysSystems
+
 /**
  * Scenario 2 also runs this project with the opt-in slot reuse on, and in the opt-in Fifo mode (strict
  * submission order per key, no requeue churn), to show what those designs do.
@@ -139,6 +143,41 @@ const runOn = async (kind: "fast" | "durable") => {
       })
     }
 
+    // 9. keyless throughput and cost, every system (Effect's SqlPersistedQueue too: it has no keys)
+    if (enabled("9")) {
+      const jobs = scaled(20_000)
+      const systems = { ...backlogSystems, [effectqueue.name]: effectqueue.backlog } as const
+      type Keyless = keyof typeof systems
+      const names = Object.keys(systems) as Array<Keyless>
+      log(`9. keyless, all systems: ${jobs} no-op jobs, 8 workers`)
+      const res = await alternate(names, (s) =>
+        withFreshDatabase(server.url, (url) =>
+          systems[s](url, { jobs, keyOf: () => undefined, limit: 1, workers: 8, handlerMs: 0, capMs: 60_000, pollMs: 100 })
+        ).then((r) => {
+          log(`   ${s}: ${r.completed} in ${(r.elapsedMs / 1000).toFixed(1)} s = ${fmt(jps(r))} jobs/s, xact/job ${fmt(r.db.xactCommit / Math.max(1, r.succeeded))}, ins+upd/job ${fmt((r.db.tupIns + r.db.tupUpd) / Math.max(1, r.succeeded))}`)
+          return r
+        })
+      )
+      raw["9"] = Object.fromEntries(res)
+      const perJob = (s: Keyless, f: (r: BacklogResult) => number) => median(res.get(s)!.map((r) => f(r) / Math.max(1, r.succeeded)))
+      const rate = (s: Keyless) => median(res.get(s)!.map(jps))
+      const best = Math.max(...names.filter((s) => s !== "warp-effect").map(rate))
+      for (const s of names) {
+        rows.push({
+          scenario: "9 keyless, all systems",
+          system: s,
+          metric: "jobs/s; xact / ins+upd / +del per job",
+          value: `${fmt(rate(s))}; ${fmt(perJob(s, (r) => r.db.xactCommit))} / ${fmt(perJob(s, (r) => r.db.tupIns + r.db.tupUpd))} / ${fmt(perJob(s, (r) => r.db.tupIns + r.db.tupUpd + r.db.tupDel))}`,
+          ...(s === "warp-effect" ? { ratio: `${fmt(rate(s) / best)}× best peer` } : {})
+        })
+      }
+      panels.push({
+        title: `9. Keyless: ${jobs.toLocaleString("en-US")} no-op jobs, 8 workers, every system`,
+        unit: "jobs/s",
+        bars: names.map((s) => ({ label: s, value: rate(s), note: `${fmt(rate(s))} (${fmt(perJob(s, (r) => r.db.xactCommit))} xact/job)`, ours: s === "warp-effect" }))
+      })
+    }
+
     // 2 + 5. contended Wait
     const contended: Record<number, Map<ContendedName, Array<BacklogResult>>> = {}
     if (enabled("2") || enabled("5")) {
@@ -186,9 +225,9 @@ const runOn = async (kind: "fast" | "durable") => {
       const random = rng(42)
       const keyOfJob = Array.from({ length: jobs }, () => `k${Math.floor(random() * keys)}`)
       log(`3. many keys: ${jobs} jobs over ${keys} keys, limit 1 Wait`)
-      const res = await alternate(Object.keys(backlogSystems) as Array<SystemName>, (s) =>
+      const res = await alternate(Object.keys(manyKeysSystems) as Array<ManyKeysName>, (s) =>
         withFreshDatabase(server.url, (url) =>
-          backlogSystems[s](url, { jobs, keyOf: (i) => keyOfJob[i], limit: 1, workers: 8, handlerMs: 0, capMs: 12_000, pollMs: 100 })
+          manyKeysSystems[s](url, { jobs, keyOf: (i) => keyOfJob[i], limit: 1, workers: 8, handlerMs: 0, capMs: 12_000, pollMs: 100 })
         ).then((r) => {
           log(`   ${s}: ${r.completed} in ${(r.elapsedMs / 1000).toFixed(1)} s = ${fmt(jps(r))} jobs/s, requeues ${r.requeues}`)
           if (r.maxHolders > 1) throw new Error(`${s} ran ${r.maxHolders} jobs of one key at once`)
@@ -196,15 +235,17 @@ const runOn = async (kind: "fast" | "durable") => {
         })
       )
       raw["3"] = Object.fromEntries(res)
-      const med = (s: SystemName) => median(res.get(s)!.map(jps))
+      const med = (s: ManyKeysName) => median(res.get(s)!.map(jps))
       const ratio = med("warp-effect") / Math.max(med("graphile-worker"), med("pg-boss"))
-      for (const s of Object.keys(backlogSystems) as Array<SystemName>) {
+      for (const s of Object.keys(manyKeysSystems) as Array<ManyKeysName>) {
         rows.push({
           scenario: "3 many keys",
           system: s,
           metric: "jobs/s",
           value: fmt(med(s)),
-          ...(s === "warp-effect"
+          ...(s === "warp-effect, lock-delay off"
+            ? { ratio: `lock-delay on / off: ${fmt(med("warp-effect") / med(s))}×` }
+            : s === "warp-effect"
             ? { ratio: `${fmt(ratio)}× best peer; ${fmt(median(res.get(s)!.map((r) => r.requeues / Math.max(1, r.succeeded))))} requeues/job` }
             : {})
         })
@@ -212,7 +253,7 @@ const runOn = async (kind: "fast" | "durable") => {
       panels.push({
         title: `3. Many keys: ${jobs.toLocaleString("en-US")} jobs over ${keys.toLocaleString("en-US")} keys, limit 1`,
         unit: "jobs/s",
-        bars: (Object.keys(backlogSystems) as Array<SystemName>).map((s) => ({ label: s, value: med(s), note: fmt(med(s)), ours: s === "warp-effect" }))
+        bars: (Object.keys(manyKeysSystems) as Array<ManyKeysName>).map((s) => ({ label: s, value: med(s), note: fmt(med(s)), ours: s.startsWith("warp-effect") }))
       })
     }
 
@@ -295,7 +336,11 @@ const runOn = async (kind: "fast" | "durable") => {
     // 6. latency
     const multiplexAvailable = readFileSync(here("../src/internal/semaphore/SemaphoreProviderPg.ts"), "utf8").includes("multiplex")
     if (enabled("6")) {
-      const variants = [{ name: "default", options: {} }, ...(multiplexAvailable ? [{ name: "multiplex", options: { multiplex: { connections: 4 } } }] : [])]
+      const variants = [
+        { name: "default", options: {} },
+        { name: "lock-delay off", options: { lockDelay: false } },
+        ...(multiplexAvailable ? [{ name: "multiplex", options: { multiplex: { connections: 4 } } }] : [])
+      ]
       const spec = { iterations: scaled(3_000), block: 100, limits: [1, 5], variants }
       log(`6. acquire/release latency: ${spec.iterations} of each, in alternating blocks of ${spec.block} (${variants.map((v) => v.name).join(", ")})`)
       const samples = await withFreshDatabase(server.url, (url) => warp.latency(url, spec))
@@ -414,6 +459,84 @@ const runOn = async (kind: "fast" | "durable") => {
       raw["8"] = perCase
       panels.push({ title: "8. Producers: enqueue throughput into an empty queue", unit: "jobs/s", bars })
     }
+
+    // 10. claim latency with a large backlog over many vs few live keys
+    if (enabled("10")) {
+      const jobs = scaled(1_000_000)
+      const keyCounts = [scaled(100_000), scaled(1_000)] as const
+      const [hi, lo] = keyCounts
+      const keyOf = new Map(
+        keyCounts.map((keys) => {
+          const random = rng(10)
+          return [keys, Array.from({ length: jobs }, () => `k${Math.floor(random() * keys)}`)] as const
+        })
+      )
+      const claimSystems: Record<string, (url: string, spec: ClaimSpec) => Promise<ClaimRig>> = {
+        "warp-effect": warp.claimLatency,
+        "warp-effect, Fifo mode (opt-in)": (url, spec) => warp.claimLatency(url, { ...spec, mode: "Fifo" }),
+        "graphile-worker": graphile.claimLatency,
+        "pg-boss": pgboss.claimLatency
+      }
+      const names = Object.keys(claimSystems)
+      // per system both backlogs are written into two databases, then measured in alternating blocks
+      // (the order flips every block), so that the machine's drift hits both key counts alike
+      const blocks = 5
+      const perBlock = 80
+      const warmup = 10
+      log(`10. claim latency: ${jobs} waiting jobs over ${hi} vs ${lo} keys (limit 1), 8 lanes, ${blocks} alternating blocks of ${perBlock} timed claims (after ${warmup}) per key count`)
+      const out: Record<string, unknown> = { jobs, keys: keyCounts, blocks, perBlock, warmup, lanes: 8 }
+      const bars: Array<Panel["bars"][number]> = []
+      for (const s of names) {
+        const urls = new Map<number, string>()
+        try {
+          const rigs = new Map<number, ClaimRig>()
+          const waitingBefore = new Map<number, number>()
+          for (const keys of keyCounts) {
+            const url = await createDatabase(server.url)
+            urls.set(keys, url)
+            const ks = keyOf.get(keys)!
+            const rig = await claimSystems[s]!(url, { jobs, keys, keyOf: (i) => ks[i]!, workers: 8, pollMs: 100, capMs: 120_000 })
+            rigs.set(keys, rig)
+            waitingBefore.set(keys, await rig.waiting())
+            log(`   ${s}, ${keys} keys: backlog of ${waitingBefore.get(keys)} written and analyzed in ${rig.insertSeconds.toFixed(1)} s`)
+          }
+          const got = new Map<number, Array<ClaimBlock>>(keyCounts.map((k) => [k, []]))
+          for (let b = 0; b < blocks; b++) {
+            for (const keys of b % 2 === 0 ? keyCounts : [...keyCounts].reverse()) {
+              const r = await rigs.get(keys)!.block(perBlock, warmup)
+              if (r.maxHolders > 1) throw new Error(`${s} ran ${r.maxHolders} jobs of one key at once`)
+              got.get(keys)!.push(r)
+            }
+          }
+          const stat = (keys: number) => {
+            const rs = got.get(keys)!
+            const all = rs.flatMap((r) => r.samples)
+            return { p50: median(all), p99: percentile(all, 99), claims: all.length, empty: rs.reduce((a, r) => a + r.empty, 0), blockP50: rs.map((r) => median(r.samples)), insertSeconds: rigs.get(keys)!.insertSeconds, waitingBefore: waitingBefore.get(keys)! }
+          }
+          const a = { ...stat(hi), waitingAfter: await rigs.get(hi)!.waiting() }
+          const z = { ...stat(lo), waitingAfter: await rigs.get(lo)!.waiting() }
+          const ratio = a.p50 / z.p50
+          const paired = median(a.blockP50.map((x, k) => x / z.blockP50[k]!))
+          log(`   ${s}: p50 / p99 ${fmt(a.p50)} / ${fmt(a.p99)} ms at ${hi} keys (${a.claims} claims, ${a.empty} empty), ${fmt(z.p50)} / ${fmt(z.p99)} ms at ${lo} keys (${z.claims}, ${z.empty} empty): ratio ${fmt(ratio)} (per block ${fmt(paired)})`)
+          out[s] = { [hi]: a, [lo]: z, p50Ratio: ratio, p50RatioPairedBlocks: paired, p99Ratio: a.p99 / z.p99 }
+          rows.push({
+            scenario: `10 claim latency, ${jobs.toLocaleString("en-US")} waiting`,
+            system: s === "graphile-worker" ? "graphile-worker (queue_name)" : s === "pg-boss" ? "pg-boss (group, groupConcurrency 1)" : s,
+            metric: `claim p50 / p99 ms, ${hi.toLocaleString("en-US")} keys; ${lo.toLocaleString("en-US")} keys`,
+            value: `${fmt(a.p50)} / ${fmt(a.p99)}; ${fmt(z.p50)} / ${fmt(z.p99)}`,
+            ratio: `${fmt(ratio)}× p50 (median per block ${fmt(paired)}×); p99 ${fmt(a.p99 / z.p99)}×`,
+            ...(s === "warp-effect" ? { goal: "≤ 2", met: ratio <= 2 } : {})
+          })
+          if (s === "warp-effect") goals.push({ goal: `10. claim latency, ${jobs} waiting: p50 at ${hi} keys ≤ 2× at ${lo} keys`, measured: `${fmt(ratio)}× (${fmt(a.p50)} vs ${fmt(z.p50)} ms; p99 ${fmt(a.p99)} vs ${fmt(z.p99)} ms)`, met: ratio <= 2 })
+          bars.push({ label: `${s}, ${hi.toLocaleString("en-US")} keys`, value: a.p50, note: `${fmt(a.p50)} ms (p99 ${fmt(a.p99)})`, ours: s.startsWith("warp-effect") })
+          bars.push({ label: `${s}, ${lo.toLocaleString("en-US")} keys`, value: z.p50, note: `${fmt(z.p50)} ms (p99 ${fmt(z.p99)})`, ours: s.startsWith("warp-effect") })
+        } finally {
+          for (const url of urls.values()) await dropDatabase(server.url, url)
+        }
+      }
+      raw["10"] = out
+      panels.push({ title: `10. Claim latency: ${jobs.toLocaleString("en-US")} waiting jobs over ${hi.toLocaleString("en-US")} vs ${lo.toLocaleString("en-US")} keys, limit 1, 8 lanes`, unit: "ms per claim, median", better: "lower", bars })
+    }
   } finally {
     await server.stop()
   }
@@ -428,7 +551,17 @@ const runOn = async (kind: "fast" | "durable") => {
 }
 
 const main = async () => {
-  const peerVersion = (name: string) => JSON.parse(readFileSync(here(`node_modules/${name}/package.json`), "utf8")).version as string
+  // the bench's own peers are in bench/node_modules; @effect/sql comes with the root's install
+  const peerVersion = (name: string) => {
+    for (const dir of ["node_modules", "../node_modules"]) {
+      try {
+        return JSON.parse(readFileSync(here(`${dir}/${name}/package.json`), "utf8")).version as string
+      } catch {
+        // not in this one
+      }
+    }
+    return "unknown"
+  }
   const servers: Array<{ kind: string; postgres: string; server: string }> = []
   for (const kind of SERVERS) servers.push(await runOn(kind))
   const meta = {
@@ -441,7 +574,7 @@ const main = async () => {
     servers,
     scale: SCALE,
     rounds: ROUNDS,
-    peers: { "graphile-worker": peerVersion("graphile-worker"), "pg-boss": peerVersion("pg-boss") },
+    peers: { "graphile-worker": peerVersion("graphile-worker"), "pg-boss": peerVersion("pg-boss"), "@effect/sql": peerVersion("@effect/sql") },
     wallSeconds: Math.round((performance.now() - started) / 1000)
   }
 
@@ -452,7 +585,7 @@ const main = async () => {
     `|${header.map(() => "---").join("|")}|`,
     ...rows.map((r) => `| ${[r.server ?? "", r.scenario, r.system, r.metric, r.value, r.ratio ?? "", r.goal ?? "", r.met === undefined ? "" : r.met ? "yes" : "no"].join(" | ")} |`)
   ].join("\n")
-  const summary = `${meta.date.slice(0, 10)}, ${meta.cpus} CPUs (${meta.cpuModel}), Node ${meta.node}, PostgreSQL ${meta.postgres} ${meta.server}, graphile-worker ${meta.peers["graphile-worker"]}, pg-boss ${meta.peers["pg-boss"]}, scale ${SCALE}, ${ROUNDS} rounds, wall ${meta.wallSeconds} s`
+  const summary = `${meta.date.slice(0, 10)}, ${meta.cpus} CPUs (${meta.cpuModel}), Node ${meta.node}, PostgreSQL ${meta.postgres} ${meta.server}, graphile-worker ${meta.peers["graphile-worker"]}, pg-boss ${meta.peers["pg-boss"]}, @effect/sql ${meta.peers["@effect/sql"]}, scale ${SCALE}, ${ROUNDS} rounds, wall ${meta.wallSeconds} s`
   console.log(`\n${summary}\n\n${table}\n`)
   for (const g of goals) console.log(`goal ${g.met ? "met    " : "NOT met"}: ${g.goal} — measured ${g.measured}`)
   writeFileSync(here("results.json"), JSON.stringify({ meta, goals, rows, raw }, null, 2) + "\n")

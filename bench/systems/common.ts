@@ -22,6 +22,8 @@ export interface BacklogSpec {
   readonly slotReuse?: boolean
   /** warp only: the concurrency mode of keyed jobs (default `Wait`; `Fifo` is the opt-in strict order). */
   readonly mode?: "Wait" | "Fifo"
+  /** warp only: the PostgreSQL provider's lock-delay (default on). */
+  readonly lockDelay?: boolean
 }
 
 /** A dedupe run: producers enqueue `enqueues` jobs (key of job i: `keyOf(i)`) while the worker runs. */
@@ -104,3 +106,66 @@ export interface ProducerResult {
 /** Splits `jobs` into `producers` near-equal shares. */
 export const shares = (jobs: number, producers: number): Array<number> =>
   Array.from({ length: producers }, (_, p) => Math.floor(jobs / producers) + (p < jobs % producers ? 1 : 0))
+
+/**
+ * Claim latency with a large backlog: `jobs` waiting jobs spread over `keys` concurrency keys (limit 1
+ * each; key of job i: `keyOf(i)`), written up front and analyzed ({@link ClaimRig}); then, block after
+ * block, one worker process of `workers` lanes runs no-op handlers (one job per claim) until a block's
+ * claims that returned a job were timed. A claim is the system's claiming statement, timed in this
+ * process from the call to its reply (pool wait included, as a lane sees it).
+ */
+export interface ClaimSpec {
+  readonly jobs: number
+  readonly keys: number
+  readonly keyOf: (i: number) => string
+  readonly workers: number
+  readonly pollMs: number
+  /** A block stops here even if it has not timed its claims. */
+  readonly capMs: number
+  /** warp only: the concurrency mode of the keyed jobs (default `Wait`). */
+  readonly mode?: "Wait" | "Fifo"
+}
+
+/** What one block measured. */
+export interface ClaimBlock {
+  /** ms per claim that returned a job, after the block's warm-up, in claim order. */
+  readonly samples: ReadonlyArray<number>
+  /** Claims that returned nothing (in the whole block). */
+  readonly empty: number
+  /** Jobs the handlers completed. */
+  readonly completed: number
+  /** Worst number of handlers of one key running at once. */
+  readonly maxHolders: number
+}
+
+/** A written backlog, measured in blocks (so that two backlogs can be measured alternately). */
+export interface ClaimRig {
+  /** Seconds the backlog took to write (one call after another) and analyze. */
+  readonly insertSeconds: number
+  /** Waiting rows now. */
+  readonly waiting: () => Promise<number>
+  /** Starts a worker, times `warmup + claims` claims that return a job (keeps the last `claims`), stops it. */
+  readonly block: (claims: number, warmup: number) => Promise<ClaimBlock>
+}
+
+/** Keeps the timings of claims that returned a job after the first `warmup`, up to `claims`; counts empty ones. */
+export class ClaimTimer {
+  readonly samples: Array<number> = []
+  empty = 0
+  seen = 0
+  constructor(
+    private readonly warmup: number,
+    private readonly claims: number
+  ) {}
+  record(ms: number, rows: number) {
+    if (rows === 0) {
+      this.empty++
+      return
+    }
+    this.seen++
+    if (this.seen > this.warmup && this.samples.length < this.claims) this.samples.push(ms)
+  }
+  get done() {
+    return this.samples.length >= this.claims
+  }
+}

@@ -1,7 +1,8 @@
 /** graphile-worker: per-key serialisation is `queue_name` (one job of a queue runs at a time). */
 import { Logger, makeWorkerUtils, run } from "graphile-worker"
+import pg from "pg"
 import { diffCounters, readCounters, withClient } from "../lib/server.js"
-import { type BacklogResult, type BacklogSpec, Holders, type ProducerResult, type ProducerSpec, shares, waitUntil } from "./common.js"
+import { type BacklogResult, type BacklogSpec, type ClaimBlock, type ClaimRig, type ClaimSpec, ClaimTimer, Holders, type ProducerResult, type ProducerSpec, shares, waitUntil } from "./common.js"
 
 export const name = "graphile-worker"
 
@@ -81,4 +82,67 @@ export const producers = async (url: string, spec: ProducerSpec): Promise<Produc
   const after = await readCounters(url)
   const rows = await withClient(url, async (c) => Number((await c.query(`SELECT count(*)::int AS n FROM graphile_worker.jobs`)).rows[0].n))
   return { jobs: spec.jobs, elapsedMs, rows, db: diffCounters(before, after) }
+}
+
+/**
+ * Claim latency with a large backlog: key k = `queueName: k` (one job of a queue at a time: limit 1).
+ * The backlog is written with `addJobs`, 10,000 jobs a call, and analyzed. graphile-worker claims one
+ * job per `get_job` statement (no local queue); per block, every `get_job` the runner sends is timed on
+ * a pool of ours (`pgPool`) whose clients' `query` is wrapped.
+ */
+export const claimLatency = async (url: string, spec: ClaimSpec): Promise<ClaimRig> => {
+  const t0 = performance.now()
+  const utils = await makeWorkerUtils({ connectionString: url, logger: silent })
+  await utils.migrate()
+  for (let start = 0; start < spec.jobs; start += 10_000) {
+    const specs = []
+    for (let i = start; i < Math.min(spec.jobs, start + 10_000); i++) {
+      const key = spec.keyOf(i)
+      specs.push({ identifier: "bench", payload: { i, key }, queueName: key })
+    }
+    await utils.addJobs(specs)
+  }
+  await utils.release()
+  await withClient(url, (c) => c.query("ANALYZE graphile_worker._private_jobs; ANALYZE graphile_worker._private_job_queues"))
+  const insertSeconds = (performance.now() - t0) / 1000
+  const waiting = () =>
+    withClient(url, async (c) => Number((await c.query(`SELECT count(*)::int AS n FROM graphile_worker._private_jobs WHERE locked_at IS NULL`)).rows[0].n))
+  const block = async (claims: number, warmup: number): Promise<ClaimBlock> => {
+    const timer = new ClaimTimer(warmup, claims)
+    const pool = new pg.Pool({ connectionString: url, max: spec.workers + 2 })
+    pool.on("error", () => {})
+    pool.on("connect", (client) => {
+      const query = client.query.bind(client) as (...args: Array<unknown>) => unknown
+      ;(client as any).query = (...args: Array<unknown>) => {
+        const config = args[0] as { name?: string; text?: string } | string
+        const isClaim = typeof config === "object" && config !== null && ((config.name ?? "").startsWith("get_job") || (config.text ?? "").includes("_private_job_queues as job_queues"))
+        const started = performance.now()
+        const out = query(...args)
+        if (isClaim && out instanceof Promise) {
+          out.then((r: any) => timer.record(performance.now() - started, r?.rows?.length ?? 0), () => {})
+        }
+        return out
+      }
+    })
+    const holders = new Holders()
+    const started = performance.now()
+    const runner = await run({
+      pgPool: pool,
+      concurrency: spec.workers,
+      pollInterval: spec.pollMs,
+      noHandleSignals: true,
+      logger: silent,
+      taskList: {
+        bench: async (payload: any) => {
+          holders.enter(payload.key)
+          holders.exit(payload.key)
+        }
+      }
+    })
+    await waitUntil(() => timer.done, spec.capMs, started)
+    await runner.stop()
+    await pool.end()
+    return { samples: timer.samples, empty: timer.empty, completed: holders.completed, maxHolders: holders.max }
+  }
+  return { insertSeconds, waiting, block }
 }

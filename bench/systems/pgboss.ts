@@ -6,7 +6,21 @@
  */
 import { PgBoss } from "pg-boss"
 import { diffCounters, readCounters, withClient } from "../lib/server.js"
-import { type BacklogResult, type BacklogSpec, type DedupeSpec, Holders, type ProducerResult, type ProducerSpec, shares, sleep, waitUntil } from "./common.js"
+import {
+  type BacklogResult,
+  type BacklogSpec,
+  type ClaimBlock,
+  type ClaimRig,
+  type ClaimSpec,
+  ClaimTimer,
+  type DedupeSpec,
+  Holders,
+  type ProducerResult,
+  type ProducerSpec,
+  shares,
+  sleep,
+  waitUntil
+} from "./common.js"
 
 export const name = "pg-boss"
 
@@ -17,14 +31,12 @@ const QUEUE = "bench"
  * while the previous fetch returned a job and the cached ready count is positive), with the stats
  * that burst mode reads refreshed every second.
  */
-const boss = (url: string, max: number) => {
+const boss = (url: string, max: number, refreshEverySecond = true) => {
   const b = new PgBoss({
     connectionString: url,
     max,
     schedule: false,
-    superviseIntervalSeconds: 1,
-    monitorIntervalSeconds: 1,
-    queueCacheIntervalSeconds: 1
+    ...(refreshEverySecond ? { superviseIntervalSeconds: 1, monitorIntervalSeconds: 1, queueCacheIntervalSeconds: 1 } : {})
   })
   b.on("error", (e: unknown) => console.error("pg-boss error:", (e as Error)?.message ?? e))
   return b
@@ -143,4 +155,61 @@ export const producers = async (url: string, spec: ProducerSpec): Promise<Produc
   const after = await readCounters(url)
   const rows = await withClient(url, async (c) => Number((await c.query(`SELECT count(*)::int AS n FROM pgboss.job`)).rows[0].n))
   return { jobs: spec.jobs, elapsedMs, rows, db: diffCounters(before, after) }
+}
+
+/**
+ * Claim latency with a large backlog: key k = `group: { id: k }` on each job and
+ * `groupConcurrency: 1` on `work()` (limit 1 per key, checked in its fetch), `batchSize: 1`. The
+ * backlog is written with `insert`, 10,000 jobs a call, and analyzed. Per block, every fetch statement
+ * the worker sends is timed by wrapping `executeSql` of pg-boss's own database object.
+ */
+export const claimLatency = async (url: string, spec: ClaimSpec): Promise<ClaimRig> => {
+  const t0 = performance.now()
+  const setup = boss(url, 4)
+  await setup.start()
+  await setup.createQueue(QUEUE)
+  for (let start = 0; start < spec.jobs; start += 10_000) {
+    const jobs = []
+    for (let i = start; i < Math.min(spec.jobs, start + 10_000); i++) {
+      const key = spec.keyOf(i)
+      jobs.push({ data: { i, key }, group: { id: key } })
+    }
+    await setup.insert(QUEUE, jobs)
+  }
+  await setup.stop({ graceful: true, close: true })
+  await withClient(url, (c) => c.query("ANALYZE pgboss.job"))
+  const insertSeconds = (performance.now() - t0) / 1000
+  const waiting = () =>
+    withClient(url, async (c) => Number((await c.query(`SELECT count(*)::int AS n FROM pgboss.job WHERE state IN ('created', 'retry')`)).rows[0].n))
+  const block = async (claims: number, warmup: number): Promise<ClaimBlock> => {
+    const timer = new ClaimTimer(warmup, claims)
+    const holders = new Holders()
+    // supervision and queue stats at their default intervals here: refreshed every second they would
+    // count a backlog of 10^6 rows every second beside the claims (burst mode reads the ready count
+    // cached at start, which stays positive)
+    const b = boss(url, spec.workers + 4, false)
+    await b.start()
+    const db = b.getDb()
+    const executeSql = db.executeSql.bind(db)
+    db.executeSql = async (text: string, values?: Array<unknown>) => {
+      // the fetch (plans.fetchNextJob): the only statement with its `next` CTE
+      const isClaim = text.includes("next AS (")
+      const started = performance.now()
+      const r = await executeSql(text, values)
+      if (isClaim) timer.record(performance.now() - started, r.rows.length)
+      return r
+    }
+    const started = performance.now()
+    await b.work(QUEUE, { ...workOptions(spec), groupConcurrency: 1 }, async (jobs: any[]) => {
+      for (const job of jobs) {
+        holders.enter(job.data.key)
+        holders.exit(job.data.key)
+      }
+    })
+    await waitUntil(() => timer.done, spec.capMs, started)
+    await b.stop({ graceful: true, close: true, timeout: 10_000 })
+    await sleep(200)
+    return { samples: timer.samples, empty: timer.empty, completed: holders.completed, maxHolders: holders.max }
+  }
+  return { insertSeconds, waiting, block }
 }

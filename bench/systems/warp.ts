@@ -11,16 +11,30 @@ import * as Concurrency from "../../src/internal/concurrency/ConcurrencyAddon.js
 import * as Contract from "../../src/internal/job/Contract.js"
 import * as Handler from "../../src/internal/job/Handler.js"
 import * as JobId from "../../src/internal/job/JobId.js"
-import { JobParameters } from "../../src/internal/job/JobParameters.js"
-import * as Publisher from "../../src/internal/job/Publisher.js"
+import { JobParameters } from "../../src/internal/publisher/JobParameters.js"
+import * as Publisher from "../../src/internal/publisher/Publisher.js"
 import * as Registry from "../../src/internal/job/Registry.js"
-import * as Worker from "../../src/internal/job/Worker.js"
+import * as Worker from "../../src/internal/worker/Worker.js"
 import * as JobMetadata from "../../src/internal/policy/JobMetadata.js"
 import * as SemaphoreProviderPg from "../../src/internal/semaphore/SemaphoreProviderPg.js"
 import { JobStore } from "../../src/internal/store/JobStore.js"
 import * as JobStorePg from "../../src/internal/store/JobStorePg.js"
 import { diffCounters, readCounters, withClient } from "../lib/server.js"
-import { type BacklogResult, type BacklogSpec, type DedupeSpec, Holders, type ProducerResult, type ProducerSpec, shares, sleep, waitUntil } from "./common.js"
+import {
+  type BacklogResult,
+  type BacklogSpec,
+  type ClaimBlock,
+  type ClaimRig,
+  type ClaimSpec,
+  ClaimTimer,
+  type DedupeSpec,
+  Holders,
+  type ProducerResult,
+  type ProducerSpec,
+  shares,
+  sleep,
+  waitUntil
+} from "./common.js"
 
 export const name = "warp-effect"
 
@@ -45,11 +59,11 @@ const handlerOf = (holders: Holders, handlerMs: number, onRun?: (i: number, key:
  * The worker environment: store, registry, and the concurrency addon's services on the PG provider
  * (the worker registers the addon only where asked: `addonsOf`).
  */
-const env = (url: string, handlers: ReadonlyArray<Handler.JobHandler<any, any, never>>, maxConnections: number) =>
+const env = (url: string, handlers: ReadonlyArray<Handler.JobHandler<any, any, never>>, maxConnections: number, lockDelay?: boolean) =>
   Publisher.layer.pipe(
     Layer.provideMerge(Registry.layer({ handlers })),
     Layer.provideMerge(Concurrency.layer),
-    Layer.provideMerge(SemaphoreProviderPg.layer()),
+    Layer.provideMerge(SemaphoreProviderPg.layer(lockDelay === undefined ? {} : { lockDelay })),
     Layer.provideMerge(JobStorePg.layer),
     Layer.provideMerge(pgLayer(url, maxConnections))
   )
@@ -60,14 +74,27 @@ const addonsOf = (addon: boolean): ReadonlyArray<typeof Concurrency.addon> => (a
 const paramsOf = (key: string | undefined, limit: number, mode: "Wait" | "Skip" | "Fifo") =>
   key === undefined ? JobParameters.make() : JobParameters.make().withSemaphore(key, limit, mode)
 
-/** Inserts the backlog the way `Publisher.enqueue` writes each row, 2,000 rows a statement. */
-const insertBacklog = (spec: BacklogSpec) =>
+/**
+ * Inserts the backlog the way `Publisher.enqueue` writes each row, `perCall` rows a `JobStore.insert`
+ * call (2,000 by default: one statement; the store splits a larger call into statements of 5,000 in
+ * one transaction). The stamped metadata is built once per key (every row has the same `now`).
+ */
+const insertBacklog = (spec: Pick<BacklogSpec, "jobs" | "keyOf" | "limit" | "mode">, perCall = 2000) =>
   Effect.gen(function* () {
     const store = yield* JobStore
     const now = new Date()
-    for (let start = 0; start < spec.jobs; start += 2000) {
+    const metadataOf = new Map<string | undefined, unknown>()
+    const metadata = (key: string | undefined) => {
+      let m = metadataOf.get(key)
+      if (m === undefined) {
+        m = JobMetadata.encode(Publisher.publishMetadata(BenchJob, paramsOf(key, spec.limit, spec.mode ?? "Wait"), now))
+        metadataOf.set(key, m)
+      }
+      return m
+    }
+    for (let start = 0; start < spec.jobs; start += perCall) {
       const rows = []
-      for (let i = start; i < Math.min(spec.jobs, start + 2000); i++) {
+      for (let i = start; i < Math.min(spec.jobs, start + perCall); i++) {
         const key = spec.keyOf(i)
         rows.push({
           id: JobId.make(),
@@ -76,7 +103,7 @@ const insertBacklog = (spec: BacklogSpec) =>
           payload: key === undefined ? { i } : { i, key },
           state: "Enqueued" as const,
           scheduleTime: now,
-          metadata: JobMetadata.encode(Publisher.publishMetadata(BenchJob, paramsOf(key, spec.limit, spec.mode ?? "Wait"), now))
+          metadata: metadata(key)
         })
       }
       yield* store.insert(rows)
@@ -117,7 +144,7 @@ export const backlog = async (url: string, spec: BacklogSpec): Promise<BacklogRe
         const cpu = process.cpuUsage(cpu0)
         cpuMs = (cpu.user + cpu.system) / 1000
       })
-    ).pipe(Effect.provide(env(url, handlers, pool)))
+    ).pipe(Effect.provide(env(url, handlers, pool, spec.lockDelay)))
   )
   const after = await readCounters(url)
   const counts = await tableCounts(url)
@@ -292,4 +319,46 @@ export const producers = async (url: string, spec: ProducerSpec): Promise<Produc
   const after = await readCounters(url)
   const rows = await withClient(url, async (c) => Number((await c.query(`SELECT count(*)::int AS n FROM warp_jobs`)).rows[0].n))
   return { jobs: spec.jobs, elapsedMs, rows, db: diffCounters(before, after) }
+}
+
+/**
+ * Claim latency with a large backlog: `spec.jobs` waiting jobs over `spec.keys` keys (limit 1, Wait
+ * or Fifo), written with `JobStore.insert` 10,000 rows a call and analyzed; then, per block, a worker
+ * of `spec.workers` lanes with the concurrency addon and `maxBatch: 1` (every claim asks for one row)
+ * runs no-op handlers while each `JobStore.fetch` it makes is timed.
+ */
+export const claimLatency = async (url: string, spec: ClaimSpec): Promise<ClaimRig> => {
+  const holders = new Holders()
+  const handlers = [handlerOf(holders, 0)]
+  const t0 = performance.now()
+  await Effect.runPromise(insertBacklog({ jobs: spec.jobs, keyOf: spec.keyOf, limit: 1, mode: spec.mode ?? "Wait" }, 10_000).pipe(Effect.provide(env(url, handlers, 4))))
+  await withClient(url, (c) => c.query("ANALYZE warp_jobs"))
+  const insertSeconds = (performance.now() - t0) / 1000
+  const waiting = () =>
+    withClient(url, async (c) => Number((await c.query(`SELECT count(*)::int AS n FROM warp_jobs WHERE state IN ('Enqueued', 'Scheduled')`)).rows[0].n))
+  const block = async (claims: number, warmup: number): Promise<ClaimBlock> => {
+    const timer = new ClaimTimer(warmup, claims)
+    const completed = holders.completed
+    holders.max = 0
+    await Effect.runPromise(
+      Effect.scoped(
+        Effect.gen(function* () {
+          const store = yield* JobStore
+          const timed: typeof store = {
+            ...store,
+            fetch: (workerId, limit, lease, hint) =>
+              Effect.suspend(() => {
+                const started = performance.now()
+                return Effect.tap(store.fetch(workerId, limit, lease, hint), (rows) => Effect.sync(() => timer.record(performance.now() - started, rows.length)))
+              })
+          }
+          const started = performance.now()
+          yield* Worker.make({ addons: [Concurrency.addon], concurrency: spec.workers, pollInterval: spec.pollMs, maxBatch: 1 }).pipe(Effect.provideService(JobStore, timed))
+          yield* Effect.promise(() => waitUntil(() => timer.done, spec.capMs, started))
+        })
+      ).pipe(Effect.provide(env(url, handlers, spec.workers * 2 + 4)))
+    )
+    return { samples: timer.samples, empty: timer.empty, completed: holders.completed - completed, maxHolders: holders.max }
+  }
+  return { insertSeconds, waiting, block }
 }

@@ -2,7 +2,7 @@ import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import { SlotAudit } from "warp-effect"
 
-// Every 30 seconds: leaked slot locks and stuck holders, as gauges, log lines and a report. Needs SqlClient and Registry.
+// Every 30 seconds: leaked slot locks and stuck holders, as gauges, log lines, a report and the store's findings (shown on the dashboard). Needs SqlClient, Registry and JobStore.
 export const audit = SlotAudit.layer({ every: "30 seconds", terminateStale: false })
 
 // The last report, e.g. for a health page.
