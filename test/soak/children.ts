@@ -5,6 +5,7 @@ import { type ChildProcess, spawn } from "node:child_process"
 import { fileURLToPath } from "node:url"
 import * as Layer from "effect/Layer"
 import { Concurrency, JobStorePg, Publisher, Registry, SemaphoreProviderMemory } from "warp-effect"
+import { bundledEntry } from "../support/bundle.js"
 import { pgLayer } from "../support/pgLayer.js"
 import type { ChildConfig } from "../support/workerProcess.js"
 import { recordingHandler } from "./workload.js"
@@ -33,7 +34,7 @@ export class ChildWorker {
   constructor(readonly config: ChildConfig) {
     // WARP_CHILD_NODE_ARGS: extra node flags for diagnosis, e.g. "--cpu-prof --cpu-prof-dir=test/artifacts"
     const extra = (process.env.WARP_CHILD_NODE_ARGS ?? "").split(" ").filter((a) => a !== "")
-    this.process = spawn(process.execPath, [...extra, "--import", "tsx", entry, JSON.stringify(config)], {
+    this.process = spawn(process.execPath, [...extra, bundledEntry(entry), JSON.stringify(config)], {
       cwd: root,
       stdio: ["ignore", "pipe", "pipe"],
       env: { ...process.env, NODE_OPTIONS: "" }

@@ -25,6 +25,7 @@ import * as Redacted from "effect/Redacted"
 import * as Schedule from "effect/Schedule"
 import { Concurrency, JobParameters, JobStorePg, Publisher, Registry, SemaphoreProviderMemory } from "warp-effect"
 import { checkOverlaps, type Interval, type KeyReport } from "../../soak/intervals.js"
+import { bundledEntry } from "../bundle.js"
 import { recordingHandler, Work } from "../../soak/workload.js"
 import type { OutageWorkerConfig, Record } from "./outageWorker.js"
 import { type PrivatePg, freePort, startPrivatePg } from "./PrivatePg.js"
@@ -51,7 +52,7 @@ export class OutageChild {
   private err = ""
 
   constructor(readonly config: OutageWorkerConfig) {
-    this.process = spawn(process.execPath, ["--import", "tsx", entry, JSON.stringify(config)], {
+    this.process = spawn(process.execPath, [bundledEntry(entry), JSON.stringify(config)], {
       cwd: root,
       stdio: ["ignore", "pipe", "pipe"],
       env: { ...process.env, NODE_OPTIONS: "" }
