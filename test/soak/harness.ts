@@ -70,6 +70,12 @@ export interface SoakOptions {
   readonly keys: number
   /** Mean time between faults; 0 disables faults. */
   readonly faultEveryMs: number
+  /**
+   * Faults are injected during this long from the start of the run only (default: the whole run); the
+   * jobs left then drain without faults. Bounds a run's length on a slow or loaded machine, where
+   * restarts and lease recoveries set the pace while faults go on.
+   */
+  readonly faultWindowMs?: number
   /** Relative weights of the fault kinds (the pause and Redis kinds: 0 when absent). */
   readonly weights: {
     readonly kill: number
@@ -135,6 +141,12 @@ export interface SoakOptions {
   readonly cancelCheckMs: number
   /** Delay before a killed worker is replaced. */
   readonly restartMs: number
+  /**
+   * A process is killed only once it has been ready this long (default 1 s), so that every incarnation
+   * runs jobs before its next kill: on a loaded machine a restart takes seconds, and kills drawn as soon
+   * as a process was ready kept every worker down.
+   */
+  readonly minUptimeMs?: number
   /** Give up (and report) after this long. */
   readonly timeoutMs: number
   readonly seed: number
@@ -391,6 +403,7 @@ export const runSoak = async (options: SoakOptions): Promise<SoakSummary> => {
     // the workers: one supervised slot per process; a slot whose process exits is refilled
     const ready = new Set<ChildWorker>()
     const killedByUs = new Set<ChildWorker>()
+    const readyAt = new Map<ChildWorker, number>()
     const start = (slot: number): ChildWorker => {
       const name = `soak-w${slot}-${incarnation++}`
       const child = spawnWorker({
@@ -413,11 +426,15 @@ export const runSoak = async (options: SoakOptions): Promise<SoakSummary> => {
       })
       children.set(`w${slot}`, child)
       child.ready.then(
-        () => void ready.add(child),
+        () => {
+          ready.add(child)
+          readyAt.set(child, Date.now())
+        },
         () => {}
       )
       void child.exited.then(({ code, signal }) => {
         ready.delete(child)
+        readyAt.delete(child)
         if (stopping) return
         if (!killedByUs.has(child)) {
           unexpectedExits++
@@ -453,6 +470,9 @@ export const runSoak = async (options: SoakOptions): Promise<SoakSummary> => {
       // the pause and Redis kinds come last in the draw: with their weights 0, a seed replays as before
       const draw = random() * (w.kill + w.terminate + w.interrupt + (w.pause ?? 0) + (w.pauseLong ?? 0) + (w.redisRestart ?? 0) + (w.redisStall ?? 0))
       if (draw < w.kill) {
+        // only a process that has run for a while (see `minUptimeMs`); none such: no fault this tick
+        const minUptime = o.minUptimeMs ?? 1_000
+        if (Date.now() - (readyAt.get(victim) ?? Date.now()) < minUptime) return
         // the handler cannot run after the process is gone; its locks are freed only after that
         const at = (await control.query(`SELECT clock_timestamp() AS at`)).rows[0].at
         killedByUs.add(victim)
@@ -549,7 +569,7 @@ export const runSoak = async (options: SoakOptions): Promise<SoakSummary> => {
         o.log(`${Math.round((Date.now() - runStart) / 1000)} s: ${o.jobs - left}/${o.jobs} done; faults ${JSON.stringify(faults)}`)
         nextReport += 10_000
       }
-      if (Date.now() >= nextFault) {
+      if (Date.now() >= nextFault && Date.now() - runStart < (o.faultWindowMs ?? Number.POSITIVE_INFINITY)) {
         await inject()
         nextFault = Date.now() + o.faultEveryMs * (0.5 + random())
       }

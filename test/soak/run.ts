@@ -31,7 +31,7 @@ const num = (name: string, fallback: number): number => {
   return n
 }
 if (args.includes("--help")) {
-  console.log("usage: npm run soak -- [--processes N] [--fibers N] [--jobs N] [--keys N] [--fault-every-ms MS] [--kill W] [--terminate W] [--interrupt W] [--max-handler-ms MS] [--fail-rate R] [--ping-ms MS] [--lease-ms MS] [--slot-deadline-ms MS] [--no-lock-delay] [--poll-ms MS] [--timeout-ms MS] [--seed N] [--keep] [--slot-reuse] [--provider pg|redis] [--redis-lease-ms MS] [--group-keys N] [--group-total N] [--cancel-running-keys N] [--cap-share R] [--group-ms MS] [--cancel-running-ms MS] [--cancel-check-ms MS] [--pause W] [--pause-long W] [--pause-ms MS] [--pause-long-ms MS] [--redis-faults restart,stall] [--redis-restart W] [--redis-stall W] [--redis-stall-ms MS] [--writes fenced|unfenced] [--no-lapse-check] [--ignore-slot-loss]")
+  console.log("usage: npm run soak -- [--processes N] [--fibers N] [--jobs N] [--keys N] [--fault-every-ms MS] [--fault-window-ms MS] [--kill W] [--terminate W] [--interrupt W] [--max-handler-ms MS] [--fail-rate R] [--ping-ms MS] [--lease-ms MS] [--slot-deadline-ms MS] [--no-lock-delay] [--poll-ms MS] [--min-uptime-ms MS] [--timeout-ms MS] [--seed N] [--keep] [--slot-reuse] [--provider pg|redis] [--redis-lease-ms MS] [--group-keys N] [--group-total N] [--cancel-running-keys N] [--cap-share R] [--group-ms MS] [--cancel-running-ms MS] [--cancel-check-ms MS] [--pause W] [--pause-long W] [--pause-ms MS] [--pause-long-ms MS] [--redis-faults restart,stall] [--redis-restart W] [--redis-stall W] [--redis-stall-ms MS] [--writes fenced|unfenced] [--no-lapse-check] [--ignore-slot-loss]")
   process.exit(0)
 }
 
@@ -55,6 +55,7 @@ const main = async () => {
       jobs: num("jobs", defaults.jobs),
       keys: num("keys", defaults.keys),
       faultEveryMs: num("fault-every-ms", defaults.faultEveryMs),
+      ...(flag("fault-window-ms") === undefined ? {} : { faultWindowMs: num("fault-window-ms", 0) }),
       weights: {
         kill: num("kill", defaults.weights.kill),
         terminate: num("terminate", defaults.weights.terminate),
@@ -77,6 +78,7 @@ const main = async () => {
       slotDeadlineMs: num("slot-deadline-ms", defaults.slotDeadlineMs),
       lockDelay: !args.includes("--no-lock-delay"),
       pollMs: num("poll-ms", defaults.pollMs),
+      minUptimeMs: num("min-uptime-ms", 1_000),
       timeoutMs: num("timeout-ms", defaults.timeoutMs),
       seed: num("seed", defaults.seed),
       keep: args.includes("--keep"),
