@@ -12,7 +12,8 @@ import * as Effect from "effect/Effect"
  * - `warp_jobs_fair_flow`: pending fair rows by (key, tag) — the last tag of a flow;
  * - `warp_jobs_fair_running`: Processing fair rows by tag — the virtual time when no fair row is due;
  * - `warp_jobs_due_unfair`: the due index of the other non-Fifo rows (`warp_jobs_due_plain` without the
- *   fair rows), so that the ScheduleTime branch of the claim never walks past a backlog of fair rows.
+ *   fair rows), so that the ScheduleTime branch of the claim never walks past a backlog of fair rows. It
+ *   replaces `warp_jobs_due_plain` (dropped), so a row without a weight still updates as many indexes.
  * `IF NOT EXISTS`: on a large table an operator may have built them `CONCURRENTLY` beforehand (plain
  * `CREATE INDEX` blocks writes while it runs). Adding a nullable column without a default rewrites nothing.
  */
@@ -35,4 +36,5 @@ export default Effect.gen(function* () {
     CREATE INDEX IF NOT EXISTS warp_jobs_due_unfair ON warp_jobs (schedule_time)
     WHERE state IN ('Scheduled','Enqueued') AND fair_tag IS NULL
       AND ((metadata #>> '{policies,concurrency,value,mode}') IS DISTINCT FROM 'Fifo' OR (metadata #>> '{policies,concurrency,value,key}') IS NULL)`
+  yield* sql`DROP INDEX IF EXISTS warp_jobs_due_plain`
 })

@@ -29,7 +29,7 @@ export const fetch = (
     const withLimits = limitsTable !== "absent"
     const due = sql`state IN ('Scheduled', 'Enqueued') AND schedule_time <= now()`
     const key = sql`(metadata #>> '{policies,concurrency,value,key}')`
-    // the predicates of the partial indexes `warp_jobs_fifo` and `warp_jobs_due_plain`, spelled alike
+    // the predicates of the partial indexes `warp_jobs_fifo` and `warp_jobs_due_unfair`, spelled alike
     const liveFifo = sql`state IN ('Scheduled','Enqueued','Processing') AND (metadata #>> '{policies,concurrency,value,mode}') = 'Fifo'`
     const plain = sql`((metadata #>> '{policies,concurrency,value,mode}') IS DISTINCT FROM 'Fifo' OR ${key} IS NULL)`
     // a row's limit; one that is not a valid limit (hand-corrupted metadata) counts as 1, so that the
