@@ -610,5 +610,17 @@ for (const [name, makeLayer] of stores) {
         yield* store.finalize({ job, workerId: "w", outcome: Outcome.Requeued({ reason: "retry" }), metadata: { policies: {} } })
         expect(Option.getOrThrow(yield* store.get(f.id)).job.fairTag).toBeUndefined()
       }).pipe(Effect.provide(makeLayer())))
+
+    it.live("fair share: an operator's requeue or retry sends a weighted job to the back of its key", () =>
+      Effect.gen(function* () {
+        const store = yield* JobStore
+        const h = Array.from({ length: 4 }, () => fairJob("hot", 1))
+        yield* store.insert(h)
+        const [first] = yield* store.fetch("w", 1, lease)
+        yield* store.finalize({ job: first!, workerId: "w", outcome: Outcome.Failed({ error: "boom" }), metadata: first!.metadata })
+        expect(yield* store.operate("requeue", [h[1]!.id])).toEqual({ changed: 1, skipped: 0 })
+        expect(yield* store.operate("retry", [h[0]!.id])).toEqual({ changed: 1, skipped: 0 })
+        expect(ids(yield* claimAll())).toEqual([h[2]!.id, h[3]!.id, h[1]!.id, h[0]!.id])
+      }).pipe(Effect.provide(makeLayer())))
   })
 }

@@ -358,9 +358,13 @@ export const make = Effect.flatMap(SemaphoreProviderMemory.make, (locks) => Effe
         for (const id of unique) {
           const j = jobs.get(id)
           if (j === undefined || !from.includes(j.state)) continue
+          // a weighted job sent back to the queue goes to the back of its key, as a policy's requeue
+          const fair = to.state === "Enqueued" && j.fairTag !== undefined ? fairOf(j.metadata) : undefined
+          const fairTag = to.state !== "Enqueued" ? j.fairTag : fair === undefined ? undefined : fairTagOf(virtualTime(at), lastTag(fair.flow), fair.weight)
           jobs.set(
             id,
             clone(j, {
+              fairTag,
               state: to.state,
               scheduleTime: to.state === "Enqueued" ? at : j.scheduleTime,
               lockedBy: null,
