@@ -12,8 +12,8 @@ import { describe, expect, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
 import { Concurrency, Contract, Handler, JobParameters, Publisher, Worker } from "warp-effect"
-import { workerEnvs } from "./support/env.js"
-import { drained } from "./support/runtime.js"
+import { memoryWorkerEnv, workerEnvs } from "./support/env.js"
+import { detail, drained } from "./support/runtime.js"
 
 const Item = Contract.job("FairShareItem", Schema.Struct({ key: Schema.String }))
 
@@ -101,4 +101,19 @@ describe("weight: policy input", () => {
     const both = JobParameters.make().withMutex("k", "Wait", { total: cap, weight: 3 }).entries.get("concurrency")!.value as any
     expect([both.total, both.weight]).toEqual([cap, 3])
   })
+})
+
+describe("weight: carried at enqueue", () => {
+  const Weighted = Contract.job("FairShareWeighted", Schema.Struct({ n: Schema.Number }), { policy: [Concurrency.Semaphore("reports", 2, { weight: 3 })] })
+  const Unweighted = Contract.job("FairShareUnweighted", Schema.Struct({ n: Schema.Number }), { policy: [Concurrency.Semaphore("reports", 2)] })
+  it.live("a contract's weighted policy is carried onto the row and tags it; an unweighted one is not carried", () =>
+    Effect.gen(function* () {
+      const p = yield* Publisher.Publisher
+      const weighted = yield* detail(yield* p.enqueue(Weighted, { n: 1 }))
+      expect(weighted.job.fairTag).toBeCloseTo(1 / 3)
+      expect((weighted.job.metadata as any).policies.concurrency).toMatchObject({ source: "contract", value: { key: "reports", weight: 3 } })
+      const plain = yield* detail(yield* p.enqueue(Unweighted, { n: 1 }))
+      expect(plain.job.fairTag).toBeUndefined()
+      expect((plain.job.metadata as any).policies.concurrency).toBeUndefined()
+    }).pipe(Effect.provide(memoryWorkerEnv([]))))
 })
