@@ -9,7 +9,8 @@ import * as addonInternal from "./internal/concurrency/ConcurrencyAddon.js"
 import * as internal from "./internal/concurrency/Concurrency.js"
 
 /**
- * Options of {@link Mutex} and {@link Semaphore}: the `mode` when the key is full.
+ * Options of {@link Mutex} and {@link Semaphore}: the `mode` when the key is full, a `total` cap over a
+ * group of keys, and (since 0.3.0) an opt-in fair-share `weight`.
  *
  * @since 0.1.0
  * @category models

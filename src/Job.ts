@@ -135,6 +135,15 @@ export const JobParameters = parameters.JobParameters
 export type JobParameters = parameters.JobParameters
 
 /**
+ * The 4th argument of `JobParameters.withMutex` / `withSemaphore`, in place of a bare total cap:
+ * `{ total?, weight? }` (`weight`: opt-in weighted fair share across keys, a finite number > 0).
+ *
+ * @since 0.3.0
+ * @category models
+ */
+export type ConcurrencyParameterOptions = parameters.ConcurrencyParameterOptions
+
+/**
  * A typed accessor of one policy family's metadata (e.g. `ConcurrencyMetadata`).
  *
  * @since 0.1.0

@@ -84,6 +84,7 @@ export * as Scheduler from "./Scheduler.js"
 export * as Pipeline from "./Pipeline.js"
 export {
   type Attempt,
+  type ConcurrencyParameterOptions,
   CurrentAttempt,
   InvalidArgument,
   InvalidPayload,

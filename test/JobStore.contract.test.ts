@@ -3,7 +3,7 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as JobId from "../src/internal/job/JobId.js"
-import { type NewJob, Outcome } from "warp-effect"
+import { type Job, type NewJob, Outcome } from "warp-effect"
 import { JobStore } from "../src/internal/store/JobStore.js"
 import { stores } from "./support/stores.js"
 
@@ -23,6 +23,28 @@ const lease = Duration.seconds(30)
 /** A row of a Fifo-mode key, as `withSemaphore(key, limit, "Fifo")` stores it at publish. */
 const fifoJob = (key: string, limit: number, over: Partial<NewJob> = {}): NewJob =>
   newJob({ metadata: { policies: { concurrency: { source: "enqueue", value: { key, limit, mode: "Fifo" } } } }, ...over })
+
+/** A row of a weighted (fair-share) key, as `withSemaphore(key, limit, "Wait", { weight })` stores it at publish. */
+const fairJob = (key: string, weight: number, over: Partial<NewJob> = {}): NewJob =>
+  newJob({ metadata: { policies: { concurrency: { source: "enqueue", value: { key, limit: 100, mode: "Wait", weight } } } }, ...over })
+
+/** The flow (concurrency key) of a claimed row, or "plain". */
+const flowOf = (j: { readonly metadata: unknown }): string => (j.metadata as any)?.policies?.concurrency?.value?.key ?? "plain"
+
+/** Claims one row at a time until none is due, finalizing each as Succeeded; the claim sequence. */
+const claimAll = (limit = 1) =>
+  Effect.gen(function* () {
+    const store = yield* JobStore
+    const seq: Array<Job> = []
+    while (true) {
+      const got = yield* store.fetch("w", limit, lease)
+      if (got.length === 0) return seq
+      for (const j of got) {
+        seq.push(j)
+        yield* store.finalize({ job: j, workerId: "w", outcome: Outcome.Succeeded(), metadata: j.metadata })
+      }
+    }
+  })
 
 /** Inserts rows one at a time, so each gets its own creation time (submission order). */
 const submit = (rows: ReadonlyArray<NewJob>) => Effect.flatMap(JobStore, (store) => Effect.forEach(rows, (r) => store.insert([r]), { discard: true }))
@@ -493,6 +515,112 @@ for (const [name, makeLayer] of stores) {
         // a run that found nothing leaves nothing
         yield* store.recordSlotAudit([])
         expect(yield* store.slotAuditFindings).toEqual([])
+      }).pipe(Effect.provide(makeLayer())))
+
+    it.live("fair share: a flow with many queued does not starve flows with few; flows are served in weight proportion", () =>
+      Effect.gen(function* () {
+        const store = yield* JobStore
+        // tags: hot 1..12 (weight 1); then a (weight 2) from V = 1: 1.5, 2, 2.5, 3; b (weight 1, one insert
+        // per row): 2, 3, 4
+        yield* store.insert(Array.from({ length: 12 }, () => fairJob("hot", 1)))
+        yield* store.insert(Array.from({ length: 4 }, () => fairJob("a", 2)))
+        yield* submit(Array.from({ length: 3 }, () => fairJob("b", 1)))
+        const seq = (yield* claimAll()).map(flowOf)
+        expect(seq.length).toBe(19)
+        const count = (n: number) => {
+          const c: Record<string, number> = { hot: 0, a: 0, b: 0 }
+          for (const f of seq.slice(0, n)) c[f]!++
+          return c
+        }
+        // the prefixes that end where every tag up to 1, 2, 3, 4 is served (no tie straddles them)
+        expect(count(1)).toEqual({ hot: 1, a: 0, b: 0 })
+        expect(count(5)).toEqual({ hot: 2, a: 2, b: 1 })
+        // tags in (1, 3]: a (weight 2) got 4, b and hot (weight 1) 2 each
+        expect(count(9)).toEqual({ hot: 3, a: 4, b: 2 })
+        expect(count(11)).toEqual({ hot: 4, a: 4, b: 3 })
+        expect(seq.slice(11)).toEqual(Array(8).fill("hot"))
+      }).pipe(Effect.provide(makeLayer())))
+
+    it.live("fair share: fair rows go in tag order; another row is claimed once it is older than every due fair row left", () =>
+      Effect.gen(function* () {
+        const store = yield* JobStore
+        const t = Date.now()
+        const at = (ms: number) => new Date(t - ms)
+        // hot (weight 1): tags 1..6 at -6000 .. -1000; c (weight 3), inserted after: tags 1.33, 1.67 at -500, -400
+        const hot = [6000, 5000, 4000, 3000, 2000, 1000].map((ms) => fairJob("hot", 1, { scheduleTime: at(ms) }))
+        const c = [500, 400].map((ms) => fairJob("c", 3, { scheduleTime: at(ms) }))
+        const plain = [5500, 2500, 50].map((ms) => newJob({ scheduleTime: at(ms) }))
+        yield* store.insert(hot)
+        yield* store.insert(c)
+        yield* store.insert(plain)
+        // each claim: the fair class competes by the ScheduleTime of its oldest due row, and serves its rows
+        // by tag — so c's rows run early, and the plain row at -2500 waits for the hot rows older than it
+        const expected = [hot[0]!, plain[0]!, c[0]!, c[1]!, hot[1]!, hot[2]!, hot[3]!, plain[1]!, hot[4]!, hot[5]!, plain[2]!].map((j) => j.id)
+        expect(ids(yield* claimAll())).toEqual(expected)
+      }).pipe(Effect.provide(makeLayer())))
+
+    it.live("fair share: one fetch merges the k-th fair row by tag at the k-th oldest fair ScheduleTime", () =>
+      Effect.gen(function* () {
+        const store = yield* JobStore
+        const t = Date.now()
+        const at = (ms: number) => new Date(t - ms)
+        const hot = [6000, 5000, 4000, 3000, 2000, 1000].map((ms) => fairJob("hot", 1, { scheduleTime: at(ms) }))
+        const c = [500, 400].map((ms) => fairJob("c", 3, { scheduleTime: at(ms) }))
+        const plain = [5500, 2500, 50].map((ms) => newJob({ scheduleTime: at(ms) }))
+        yield* store.insert(hot)
+        yield* store.insert(c)
+        yield* store.insert(plain)
+        // places: -6000 F, -5500 p0, -5000 F, -4000 F, -3000 F, -2500 p1, -2000 F; F by tag: hot0, c0, c1, hot1, hot2
+        const got = yield* store.fetch("w", 7, lease)
+        expect(new Set(ids(got))).toEqual(new Set(ids([hot[0]!, plain[0]!, c[0]!, c[1]!, hot[1]!, plain[1]!, hot[2]!])))
+        // in the batch the worker runs: fair rows in tag order, the others in ScheduleTime order
+        expect(ids(got.filter((j) => j.fairTag !== undefined))).toEqual(ids([hot[0]!, c[0]!, c[1]!, hot[1]!, hot[2]!]))
+        expect(ids(got.filter((j) => j.fairTag === undefined))).toEqual(ids([plain[0]!, plain[1]!]))
+      }).pipe(Effect.provide(makeLayer())))
+
+    it.live("fair share: a policy requeue goes to the back of its flow; a requeue that keeps its place keeps its tag", () =>
+      Effect.gen(function* () {
+        const store = yield* JobStore
+        const h = Array.from({ length: 4 }, () => fairJob("hot", 1))
+        yield* store.insert(h)
+        const [first] = yield* store.fetch("w", 1, lease)
+        const [second] = yield* store.fetch("w", 1, lease)
+        expect([first!.id, second!.id]).toEqual([h[0]!.id, h[1]!.id])
+        yield* store.finalize({ job: first!, workerId: "w", outcome: Outcome.Requeued({ reason: "Requeued — 'hot' full (1 slots)" }), metadata: first!.metadata })
+        yield* store.finalize({
+          job: second!,
+          workerId: "w",
+          outcome: Outcome.Requeued({ reason: "Claim released (worker w interrupted)", keepsPlace: true }),
+          metadata: second!.metadata
+        })
+        expect(Option.getOrThrow(yield* store.get(second!.id)).job.fairTag).toBe(second!.fairTag)
+        expect(ids(yield* claimAll())).toEqual([h[1]!.id, h[2]!.id, h[3]!.id, h[0]!.id])
+      }).pipe(Effect.provide(makeLayer())))
+
+    it.live("fair share: a requeue whose written policy has no weight leaves fair share; rows without a weight never get a tag", () =>
+      Effect.gen(function* () {
+        const store = yield* JobStore
+        const f = fairJob("k", 1)
+        const p = newJob()
+        yield* store.insert([f, p])
+        expect(Option.getOrThrow(yield* store.get(p.id)).job.fairTag).toBeUndefined()
+        expect(Option.getOrThrow(yield* store.get(f.id)).job.fairTag).toBe(1)
+        const got = yield* store.fetch("w", 2, lease)
+        const job = got.find((j) => j.id === f.id)!
+        yield* store.finalize({ job, workerId: "w", outcome: Outcome.Requeued({ reason: "retry" }), metadata: { policies: {} } })
+        expect(Option.getOrThrow(yield* store.get(f.id)).job.fairTag).toBeUndefined()
+      }).pipe(Effect.provide(makeLayer())))
+
+    it.live("fair share: an operator's requeue or retry sends a weighted job to the back of its key", () =>
+      Effect.gen(function* () {
+        const store = yield* JobStore
+        const h = Array.from({ length: 4 }, () => fairJob("hot", 1))
+        yield* store.insert(h)
+        const [first] = yield* store.fetch("w", 1, lease)
+        yield* store.finalize({ job: first!, workerId: "w", outcome: Outcome.Failed({ error: "boom" }), metadata: first!.metadata })
+        expect(yield* store.operate("requeue", [h[1]!.id])).toEqual({ changed: 1, skipped: 0 })
+        expect(yield* store.operate("retry", [h[0]!.id])).toEqual({ changed: 1, skipped: 0 })
+        expect(ids(yield* claimAll())).toEqual([h[2]!.id, h[3]!.id, h[1]!.id, h[0]!.id])
       }).pipe(Effect.provide(makeLayer())))
   })
 }

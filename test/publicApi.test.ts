@@ -102,6 +102,7 @@ const EXPECTED = {
     "ConcurrencyMetadata",
     "ConcurrencyMode",
     "ConcurrencyOptions",
+    "ConcurrencyParameterOptions",
     "ConcurrencyPolicy",
     "Contract", "Contract.AnyContract", "Contract.ContractOptions", "Contract.JobContract", "Contract.MessageContract", "Contract.RequestContract", "Contract.job", "Contract.message", "Contract.request",
     "CurrentAttempt",

@@ -7,7 +7,7 @@
 import type { LimitFrom } from "../policy/ComputedLimit.js"
 import * as Declaration from "../policy/Declaration.js"
 import { InvalidPolicy } from "../policy/InvalidPolicy.js"
-import { call, type ConcurrencyMode, type TotalCap } from "../policy/PolicyValues.js"
+import { call, checkFairMode, type ConcurrencyMode, type TotalCap } from "../policy/PolicyValues.js"
 
 export type { LimitFrom } from "../policy/ComputedLimit.js"
 
@@ -22,9 +22,29 @@ export interface ConcurrencyOptions {
    * and its group does too, so at most `limit` jobs of all the keys declaring `group` run at once.
    */
   readonly total?: TotalCap
+  /**
+   * Opt-in weighted fair share (a finite number > 0): the jobs of weighted keys are claimed in
+   * proportion to their keys' weights while several keys have jobs waiting (start-time fair queuing
+   * tags, given at enqueue), so a key with a deep backlog cannot starve one with a few jobs. Keys
+   * without a weight keep ScheduleTime order. Carried onto the row at publish from a contract or
+   * handler declaration, like a Fifo policy. Not with mode `Fifo` (its order is submission order).
+   *
+   * @since 0.3.0
+   */
+  readonly weight?: number
 }
 
-const totalOf = (options: ConcurrencyOptions | undefined) => (options?.total === undefined ? {} : { total: options.total })
+const totalOf = (options: ConcurrencyOptions | undefined) => ({
+  ...(options?.total === undefined ? {} : { total: options.total }),
+  ...(options?.weight === undefined ? {} : { weight: options.weight })
+})
+
+const declare = (input: { key: string; limit: number; mode: ConcurrencyMode }, options: ConcurrencyOptions | undefined, entry: string) => {
+  const d = Declaration.make("concurrency", { ...input, ...totalOf(options) }, "anywhere", entry)
+  const refused = checkFairMode(entry, input.mode, options?.weight)
+  if (refused !== undefined) throw refused
+  return d
+}
 
 /**
  * At most one job of `key` processing at once, across all workers and processes.
@@ -36,7 +56,7 @@ const totalOf = (options: ConcurrencyOptions | undefined) => (options?.total ===
  * })
  */
 export const Mutex = (key: string, options?: ConcurrencyOptions): Declaration.Declaration<"concurrency", "anywhere"> =>
-  Declaration.make("concurrency", { key, limit: 1, mode: options?.mode ?? "Skip", ...totalOf(options) }, "anywhere", call("Mutex", key, options))
+  declare({ key, limit: 1, mode: options?.mode ?? "Skip" }, options, call("Mutex", key, options))
 
 /**
  * At most `limit` jobs of `key` processing at once, across all workers and processes.
@@ -55,14 +75,14 @@ export const Semaphore = <P = any>(
   options?: ConcurrencyOptions
 ): Declaration.Declaration<"concurrency", "anywhere"> => {
   if (typeof limit !== "function") {
-    return Declaration.make("concurrency", { key, limit, mode: options?.mode ?? "Wait", ...totalOf(options) }, "anywhere", call("Semaphore", key, limit, options))
+    return declare({ key, limit, mode: options?.mode ?? "Wait" }, options, call("Semaphore", key, limit, options))
   }
   const entry = call("Semaphore", key, "<computed>", options)
   if (options?.mode === "Fifo") {
     throw new InvalidPolicy({ family: "concurrency", message: `${entry}: a computed limit cannot be used with mode 'Fifo'`, entry, value: options.mode })
   }
   // the limit 1 is a placeholder: resolution replaces it with the computed number before stamping
-  const declaration = Declaration.make("concurrency", { key, limit: 1, mode: options?.mode ?? "Wait", ...totalOf(options) }, "anywhere", entry)
+  const declaration = declare({ key, limit: 1, mode: options?.mode ?? "Wait" }, options, entry)
   return { ...declaration, limitFrom: limit as LimitFrom<unknown> }
 }
 

@@ -32,7 +32,12 @@ export class Job extends Schema.Class<Job>("Job")({
    */
   adminLimit: Schema.optional(Schema.Struct({ key: Schema.String, slots: Schema.NullOr(Schema.Number) })),
   /** The reason of an operator's cancel asked for this row while it runs (see `JobStoreService.requestCancel`). */
-  cancelRequested: Schema.optional(Schema.String)
+  cancelRequested: Schema.optional(Schema.String),
+  /**
+   * The fair-share tag of a row whose concurrency policy carries a weight (see `JobStoreService.fetch`):
+   * weighted rows are claimed in tag order. Absent on other rows.
+   */
+  fairTag: Schema.optional(Schema.Number)
 }) {}
 
 /** A row to insert at publish. */

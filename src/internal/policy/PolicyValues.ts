@@ -59,15 +59,31 @@ export const TotalCap = Schema.Struct({ group: PolicyKey, limit: PositiveInt })
 export type TotalCap = typeof TotalCap.Type
 
 /**
+ * A fair-share weight: a finite number > 0. A key of weight 2 is served twice as often as a key of
+ * weight 1 while both have jobs waiting (see `ConcurrencyOptions.weight`).
+ */
+export const FairWeight = Schema.Number.pipe(
+  Schema.filter((n) => (Number.isFinite(n) && n > 0) || "must be a finite number > 0")
+)
+
+/**
  * The `concurrency` metadata slot: at most `limit` jobs of `key` processing at once, and, with `total`,
- * at most `total.limit` jobs of its group.
+ * at most `total.limit` jobs of its group. With `weight`, the key's jobs are claimed in weighted fair
+ * share with the other weighted keys (rows stored before `weight` existed decode without it).
  */
 export class ConcurrencyPolicy extends Schema.Class<ConcurrencyPolicy>("ConcurrencyPolicy")({
   key: PolicyKey,
   limit: PositiveInt,
   mode: ConcurrencyMode,
-  total: Schema.optional(TotalCap)
+  total: Schema.optional(TotalCap),
+  weight: Schema.optional(FairWeight)
 }) {}
+
+/** Refuses a weight on a Fifo-mode policy (its order is submission order, not fair share). */
+export const checkFairMode = (entry: string, mode: ConcurrencyMode, weight: number | undefined): InvalidPolicy | undefined =>
+  weight !== undefined && mode === "Fifo"
+    ? new InvalidPolicy({ family: "concurrency", message: `${entry}: a weight cannot be used with mode 'Fifo'`, entry, value: weight })
+    : undefined
 
 /** The `retry` metadata slot: up to `maxAttempts` attempts, exponential backoff between them. */
 export class RetryPolicy extends Schema.Class<RetryPolicy>("RetryPolicy")({

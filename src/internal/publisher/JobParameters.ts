@@ -12,7 +12,7 @@ import { InvalidPolicy } from "../policy/InvalidPolicy.js"
 import type { FamilyName } from "../policy/PolicyFamily.js"
 import type { ConcurrencyMode, TimeoutScope, TotalCap } from "../policy/PolicyValues.js"
 import { type RetryOptions, retryValue } from "../policy/Policies.js"
-import { call } from "../policy/PolicyValues.js"
+import { call, checkFairMode } from "../policy/PolicyValues.js"
 
 /** A typed accessor of one metadata slot, editable through a mutable draft. */
 export interface MetadataAccessor<K extends FamilyName, D> {
@@ -20,6 +20,23 @@ export interface MetadataAccessor<K extends FamilyName, D> {
   readonly draft: () => D
   readonly build: (draft: D) => Either.Either<Declaration.Declaration<K>, InvalidPolicy>
 }
+
+/**
+ * The options of `withMutex` / `withSemaphore` (their 4th argument, in place of a bare total cap).
+ *
+ * @since 0.3.0
+ * @category models
+ */
+export interface ConcurrencyParameterOptions {
+  /** A total cap over a group of keys. */
+  readonly total?: TotalCap | undefined
+  /** Opt-in weighted fair share: a finite number > 0 (see `ConcurrencyOptions.weight`). */
+  readonly weight?: number | undefined
+}
+
+/** A bare total cap (`{ group, limit }`, the 4th argument before 0.3.0) or options. */
+const splitOptions = (o: TotalCap | ConcurrencyParameterOptions | undefined): ConcurrencyParameterOptions =>
+  o === undefined ? {} : typeof o === "object" && o !== null && ("group" in o || "limit" in o) ? { total: o as TotalCap } : (o as ConcurrencyParameterOptions)
 
 /** Explicit enqueue-time metadata: one declaration per family, or the first invalid input. */
 export class JobParameters {
@@ -43,31 +60,40 @@ export class JobParameters {
     return new JobParameters(next, undefined)
   }
 
-  /** At most one job of `key` at once (mode default Skip); with `total`, also at most `total.limit` of its group. */
-  withMutex(key: string, mode: ConcurrencyMode = "Skip", total?: TotalCap): JobParameters {
-    return this.with(
-      Declaration.makeEither(
-        "concurrency",
-        { key, limit: 1, mode, ...(total === undefined ? {} : { total }) },
-        "anywhere",
-        total === undefined ? call("JobParameters.withMutex", key, mode) : call("JobParameters.withMutex", key, mode, total)
-      )
-    )
+  /**
+   * At most one job of `key` at once (mode default Skip). The 4th argument: a total cap over a group of
+   * keys (`{ group, limit }`), or options `{ total?, weight? }` (`weight`: opt-in weighted fair share,
+   * see `ConcurrencyOptions.weight`).
+   */
+  withMutex(key: string, mode: ConcurrencyMode = "Skip", options?: TotalCap | ConcurrencyParameterOptions): JobParameters {
+    return this.concurrency("JobParameters.withMutex", [key, mode], { key, limit: 1, mode }, options)
   }
 
   /**
-   * At most `limit` jobs of `key` at once (mode default Wait); `limit` must be an integer >= 1. With
-   * `total`, also at most `total.limit` jobs of all the keys of its group.
+   * At most `limit` jobs of `key` at once (mode default Wait); `limit` must be an integer >= 1. The 4th
+   * argument: a total cap (`{ group, limit }`: also at most `total.limit` jobs of all the keys of its
+   * group), or options `{ total?, weight? }` (`weight`: see `ConcurrencyOptions.weight`).
    */
-  withSemaphore(key: string, limit: number, mode: ConcurrencyMode = "Wait", total?: TotalCap): JobParameters {
-    return this.with(
-      Declaration.makeEither(
-        "concurrency",
-        { key, limit, mode, ...(total === undefined ? {} : { total }) },
-        "anywhere",
-        total === undefined ? call("JobParameters.withSemaphore", key, limit, mode) : call("JobParameters.withSemaphore", key, limit, mode, total)
-      )
+  withSemaphore(key: string, limit: number, mode: ConcurrencyMode = "Wait", options?: TotalCap | ConcurrencyParameterOptions): JobParameters {
+    return this.concurrency("JobParameters.withSemaphore", [key, limit, mode], { key, limit, mode }, options)
+  }
+
+  private concurrency(
+    name: string,
+    args: ReadonlyArray<unknown>,
+    input: { readonly key: string; readonly limit: number; readonly mode: ConcurrencyMode },
+    options: TotalCap | ConcurrencyParameterOptions | undefined
+  ): JobParameters {
+    const { total, weight } = splitOptions(options)
+    const entry = options === undefined ? call(name, ...args) : call(name, ...args, options)
+    const d = Declaration.makeEither(
+      "concurrency",
+      { ...input, ...(total === undefined ? {} : { total }), ...(weight === undefined ? {} : { weight }) },
+      "anywhere",
+      entry
     )
+    const refused = Either.isRight(d) ? checkFairMode(entry, input.mode, weight) : undefined
+    return this.with(refused === undefined ? d : Either.left(refused))
   }
 
   /** Up to `maxAttempts` attempts with exponential backoff. */

@@ -121,9 +121,9 @@ export interface PublisherService {
 export class Publisher extends Context.Tag("warp/Publisher")<Publisher, PublisherService>() {}
 
 /**
- * A Fifo-mode concurrency policy of the handler this process has registered for the row (it would win
- * resolution), else of the contract — carried onto the row at publish, so that the store orders the
- * job by its key from its first fetch on. The carried entry only informs the fetch: resolution still
+ * A Fifo-mode or weighted (fair-share) concurrency policy of the handler this process has registered
+ * for the row (it would win resolution), else of the contract — carried onto the row at publish, so
+ * that the store orders the job by its key (Fifo line, or fair-share tag) from its first fetch on. The carried entry only informs the fetch: resolution still
  * reads the live handler and contract (a `handler` entry is never read back), and the first attempt
  * stamps the winner. Nothing is carried for a registered saga handler (policy-exempt).
  */
@@ -133,14 +133,15 @@ export const fifoCarry = (
 ): { readonly source: JobMetadata.Source; readonly value: ConcurrencyPolicy } | undefined => {
   if (handler !== undefined && handler._tag !== "JobHandler" && handler._tag !== "MessageHandler") return undefined
   const declared = handler?.policies.concurrency
-  if (declared !== undefined) return declared.mode === "Fifo" ? { source: "handler", value: declared } : undefined
+  const ordered = (p: ConcurrencyPolicy) => p.mode === "Fifo" || p.weight !== undefined
+  if (declared !== undefined) return ordered(declared) ? { source: "handler", value: declared } : undefined
   const own = contract.policies.concurrency
-  return own?.mode === "Fifo" ? { source: "contract", value: own } : undefined
+  return own !== undefined && ordered(own) ? { source: "contract", value: own } : undefined
 }
 
 /**
  * The metadata stored at publish: explicit entries, a contract `Total` timeout's deadline, and (when no
- * concurrency entry is explicit) a Fifo-mode concurrency policy of `handler` or the contract.
+ * concurrency entry is explicit) a Fifo-mode or weighted concurrency policy of `handler` or the contract.
  */
 export const publishMetadata = (
   contract: JobContract | MessageContract,

@@ -229,6 +229,11 @@ export interface JobStoreService {
    * than its limit are Processing or pending ahead of it; one fetch claims at most one pending Fifo row
    * (of each key's first claimable row, the one due first; expired leases are recovered as usual) and
    * returns Fifo rows first (see {@link claimOrder}).
+   *
+   * Fair share: a row whose concurrency policy carries a weight (see {@link fairOf}) gets a tag at insert
+   * (see {@link fairTagOf}) and a new one at the back of its flow when it is requeued (not when the
+   * requeue keeps its place). Due fair rows are claimed in tag order, merged with the other rows as
+   * {@link fairMerge} says: the other rows keep ScheduleTime order.
    */
   readonly fetch: (
     workerId: string,
@@ -385,18 +390,79 @@ export const fifoPolicyOf = (job: Job): { readonly key: string; readonly limit: 
   return { key: String(key), limit: isLimit(limit) ? limit : 1 }
 }
 
+/** The part of a row's metadata that makes it a fair-share row: a key, a weight, and a mode other than Fifo. */
+const FairRow = Schema.Struct({
+  policies: Schema.Struct({
+    concurrency: Schema.Struct({
+      value: Schema.Struct({ mode: Schema.String, key: Schema.Union(Schema.String, Schema.Number), weight: Schema.Number })
+    })
+  })
+})
+const isFairRow = Schema.is(FairRow)
+
+/**
+ * A row's fair-share flow (its concurrency key as text) and weight, when its concurrency policy
+ * (stamped, or carried at publish) carries a valid weight and is not Fifo-mode; undefined otherwise
+ * (the row keeps ScheduleTime order). Both stores read the flow of a row through this.
+ */
+export const fairOf = (metadata: unknown): { readonly flow: string; readonly weight: number } | undefined => {
+  if (!isFairRow(metadata)) return undefined
+  const { key, mode, weight } = metadata.policies.concurrency.value
+  return mode !== "Fifo" && Number.isFinite(weight) && weight > 0 ? { flow: String(key), weight } : undefined
+}
+
+/**
+ * The virtual time of fair-share tagging: the smallest tag among due pending fair rows, else the
+ * largest tag among Processing fair rows, else 0. A new fair row of flow `f` and weight `w` gets
+ * `max(V, last tag pending in f) + 1/w` (successive rows of one flow in one insert step by `1/w`).
+ *
+ * Limit: a row scheduled in the future gets its tag at insert, from the V of then; while it waits it
+ * does not hold V back (only due rows count), and once due it ranks by that old tag — ahead of rows
+ * tagged since, by up to the service its flow was owed when it was inserted.
+ */
+export const fairTagOf = (virtual: number, last: number | undefined, weight: number): number => Math.max(virtual, last ?? -Infinity) + 1 / weight
+
+const byTimeThenId = (a: Job, b: Job) => a.scheduleTime.getTime() - b.scheduleTime.getTime() || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0)
+const byTagThenId = (a: Job, b: Job) => a.fairTag! - b.fairTag! || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0)
+
 /**
  * Orders a fetch's claimed rows for the worker, which runs one fiber's batch in order: the Fifo-mode row
  * first (a fetch claims at most one, so that it starts at once: a Fifo row waiting in a batch behind
- * other work would let later jobs of its key overtake it), then the others by (ScheduleTime, id).
+ * other work would let later jobs of its key overtake it), then the others by (ScheduleTime, id) — the
+ * positions the fair-share rows take in that order are then refilled with the fair-share rows in tag
+ * order (the same merge as the claim's, see `JobStoreService.fetch`).
  */
-export const claimOrder = (rows: ReadonlyArray<Job>): Array<Job> =>
-  [...rows].sort(
-    (a, b) =>
-      Number(fifoPolicyOf(b) !== undefined) - Number(fifoPolicyOf(a) !== undefined) ||
-      a.scheduleTime.getTime() - b.scheduleTime.getTime() ||
-      (a.id < b.id ? -1 : a.id > b.id ? 1 : 0)
+export const claimOrder = (rows: ReadonlyArray<Job>): Array<Job> => {
+  const out = [...rows].sort(
+    (a, b) => Number(fifoPolicyOf(b) !== undefined) - Number(fifoPolicyOf(a) !== undefined) || byTimeThenId(a, b)
   )
+  const fair = out.filter((j) => j.fairTag !== undefined)
+  if (fair.length < 2) return out
+  const tagged = [...fair].sort(byTagThenId)
+  let i = 0
+  return out.map((j) => (j.fairTag !== undefined ? tagged[i++]! : j))
+}
+
+/**
+ * Merges the due candidates of one claim: the plain rows (by ScheduleTime, id) and the fair-share rows,
+ * which inside their class go in tag order, the k-th fair row by tag merged at the k-th smallest
+ * ScheduleTime of the due fair rows. So plain rows keep ScheduleTime order, and the fair class competes
+ * with them by the age of its oldest due rows: a plain row is claimed once it is older than every due
+ * fair row left (a fair row served early by its tag leaves the class's older times in place, so while a
+ * deep fair backlog older than a plain row drains at its flow's share, the plain row waits for it). (The
+ * in-memory spelling of the PostgreSQL claim's merge.)
+ */
+export const fairMerge = (plain: ReadonlyArray<Job>, fair: ReadonlyArray<Job>, limit: number): Array<Job> => {
+  const tagged = [...fair].sort(byTagThenId).slice(0, limit)
+  const times = fair.map((j) => j.scheduleTime.getTime()).sort((a, b) => a - b).slice(0, tagged.length)
+  const merged: Array<{ readonly job: Job; readonly at: number; readonly fair: boolean }> = [
+    ...[...plain].sort(byTimeThenId).slice(0, limit).map((job) => ({ job, at: job.scheduleTime.getTime(), fair: false })),
+    ...tagged.map((job, i) => ({ job, at: times[i]!, fair: true }))
+  ]
+  // ties: plain first (as the SQL's merge orders by (merge time, branch))
+  merged.sort((a, b) => a.at - b.at || Number(a.fair) - Number(b.fair))
+  return merged.slice(0, limit).map((m) => m.job)
+}
 
 /** Submission order: (createdAt, id). */
 export const bySubmission = (a: Job, b: Job): number =>

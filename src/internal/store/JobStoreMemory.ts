@@ -22,6 +22,9 @@ import {
   claimOrder,
   counterKeys,
   emptyCounts,
+  fairMerge,
+  fairOf,
+  fairTagOf,
   fifoPolicyOf,
   isWindow,
   JobStore,
@@ -95,6 +98,29 @@ export const make = Effect.flatMap(SemaphoreProviderMemory.make, (locks) => Effe
     return out
   }
 
+  /** The virtual time of fair-share tagging at `at` (see `fairTagOf`). */
+  const virtualTime = (at: Date): number => {
+    let due: number | undefined
+    let running: number | undefined
+    for (const j of jobs.values()) {
+      if (j.fairTag === undefined) continue
+      if ((j.state === "Enqueued" || j.state === "Scheduled") && j.scheduleTime.getTime() <= at.getTime()) {
+        if (due === undefined || j.fairTag < due) due = j.fairTag
+      } else if (j.state === "Processing" && (running === undefined || j.fairTag > running)) running = j.fairTag
+    }
+    return due ?? running ?? 0
+  }
+
+  /** The last (largest) tag among the pending rows of fair-share flow `flow`. */
+  const lastTag = (flow: string): number | undefined => {
+    let last: number | undefined
+    for (const j of jobs.values()) {
+      if (j.fairTag === undefined || (j.state !== "Enqueued" && j.state !== "Scheduled") || fairOf(j.metadata)?.flow !== flow) continue
+      if (last === undefined || j.fairTag > last) last = j.fairTag
+    }
+    return last
+  }
+
   const service: JobStoreService = {
     insert: (rows) =>
       Effect.flatMap(now, (at) =>
@@ -102,7 +128,15 @@ export const make = Effect.flatMap(SemaphoreProviderMemory.make, (locks) => Effe
           for (const r of rows) {
             if (jobs.has(r.id)) return Effect.fail(new StoreError({ operation: "insert", cause: new Error(`duplicate id ${r.id}`) }))
           }
+          const virtual = virtualTime(at)
+          const last = new Map<string, number | undefined>()
           for (const r of rows) {
+            const fair = fairOf(r.metadata)
+            let fairTag: number | undefined
+            if (fair !== undefined) {
+              fairTag = fairTagOf(virtual, last.has(fair.flow) ? last.get(fair.flow) : lastTag(fair.flow), fair.weight)
+              last.set(fair.flow, fairTag)
+            }
             jobs.set(
               r.id,
               new Job({
@@ -117,7 +151,8 @@ export const make = Effect.flatMap(SemaphoreProviderMemory.make, (locks) => Effe
                 createdAt: at,
                 updatedAt: at,
                 lockedBy: null,
-                leaseUntil: null
+                leaseUntil: null,
+                ...(fairTag === undefined ? {} : { fairTag })
               })
             )
             if (r.state === "Scheduled") originFor.set(r.id, r.scheduleTime)
@@ -132,17 +167,18 @@ export const make = Effect.flatMap(SemaphoreProviderMemory.make, (locks) => Effe
         const byTime = (a: Job, b: Job) => a.scheduleTime.getTime() - b.scheduleTime.getTime() || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0)
         // at most one Fifo row: of the keys' next claimable rows, the one due first
         const fifo = [...fifoClaimable(at)].map((id) => jobs.get(id)!).sort(byTime).slice(0, 1)
-        const due = claimOrder(
-          [...jobs.values()]
-            .filter(
-              (j) =>
-                ((j.state === "Enqueued" || j.state === "Scheduled") && j.scheduleTime.getTime() <= at.getTime() && fifoPolicyOf(j) === undefined) ||
-                (j.state === "Processing" && j.leaseUntil !== null && j.leaseUntil.getTime() < at.getTime())
-            )
-            .concat(fifo)
-            .sort(byTime)
-            .slice(0, limit)
-        )
+        const pendingDue = (j: Job) => (j.state === "Enqueued" || j.state === "Scheduled") && j.scheduleTime.getTime() <= at.getTime()
+        const candidates = [...jobs.values()]
+        // fair-share rows in tag order, merged with the rest by ScheduleTime (see `fairMerge`)
+        const fair = candidates.filter((j) => pendingDue(j) && j.fairTag !== undefined && fifoPolicyOf(j) === undefined)
+        const plain = candidates
+          .filter(
+            (j) =>
+              (pendingDue(j) && j.fairTag === undefined && fifoPolicyOf(j) === undefined) ||
+              (j.state === "Processing" && j.leaseUntil !== null && j.leaseUntil.getTime() < at.getTime())
+          )
+          .concat(fifo)
+        const due = claimOrder(fairMerge(plain, fair, limit))
         return due.map((j) => {
           const recovered = j.state === "Processing"
           const next = clone(j, {
@@ -169,6 +205,10 @@ export const make = Effect.flatMap(SemaphoreProviderMemory.make, (locks) => Effe
         if (cur === undefined || cur.state !== "Processing" || cur.lockedBy !== workerId || cur.attempt !== job.attempt) return false
         const state = stateOf(outcome, at)
         const pending = state === "Enqueued" || state === "Scheduled"
+        const keepsPlace = outcome._tag === "Requeued" && outcome.keepsPlace === true
+        // a requeue goes to the back of its flow (a new tag), unless it keeps its place
+        const fair = pending && !keepsPlace ? fairOf(metadata) : undefined
+        const fairTag = !pending ? cur.fairTag : keepsPlace ? cur.fairTag : fair === undefined ? undefined : fairTagOf(virtualTime(at), lastTag(fair.flow), fair.weight)
         const when =
           outcome._tag === "Requeued" && outcome.keepsPlace === true
             ? cur.scheduleTime
@@ -185,7 +225,8 @@ export const make = Effect.flatMap(SemaphoreProviderMemory.make, (locks) => Effe
             leaseUntil: null,
             updatedAt: at,
             attempt: handlerRan ? cur.attempt : cur.attempt - 1,
-            cancelRequested: pending ? cur.cancelRequested : undefined
+            cancelRequested: pending ? cur.cancelRequested : undefined,
+            fairTag
           })
         )
         holders.delete(job.id)
@@ -317,9 +358,13 @@ export const make = Effect.flatMap(SemaphoreProviderMemory.make, (locks) => Effe
         for (const id of unique) {
           const j = jobs.get(id)
           if (j === undefined || !from.includes(j.state)) continue
+          // a weighted job sent back to the queue goes to the back of its key, as a policy's requeue
+          const fair = to.state === "Enqueued" && j.fairTag !== undefined ? fairOf(j.metadata) : undefined
+          const fairTag = to.state !== "Enqueued" ? j.fairTag : fair === undefined ? undefined : fairTagOf(virtualTime(at), lastTag(fair.flow), fair.weight)
           jobs.set(
             id,
             clone(j, {
+              fairTag,
               state: to.state,
               scheduleTime: to.state === "Enqueued" ? at : j.scheduleTime,
               lockedBy: null,

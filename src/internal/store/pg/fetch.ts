@@ -1,8 +1,8 @@
 /**
  * The claim of the PostgreSQL store: one statement that picks due rows with `FOR UPDATE SKIP LOCKED`,
  * marks them Processing, appends their audit entries and reads the admin override of each claimed
- * row's concurrency key. Fifo-mode rows are claimed in submission order per key (see
- * `JobStoreService.fetch`).
+ * row's concurrency key. Fifo-mode rows are claimed in submission order per key, fair-share rows in
+ * tag order (see `JobStoreService.fetch`).
  */
 import type * as SqlClient from "@effect/sql/SqlClient"
 import * as Duration from "effect/Duration"
@@ -29,16 +29,21 @@ export const fetch = (
     const withLimits = limitsTable !== "absent"
     const due = sql`state IN ('Scheduled', 'Enqueued') AND schedule_time <= now()`
     const key = sql`(metadata #>> '{policies,concurrency,value,key}')`
-    // the predicates of the partial indexes `warp_jobs_fifo` and `warp_jobs_due_plain`, spelled alike
+    // the predicates of the partial indexes `warp_jobs_fifo` and `warp_jobs_due_unfair`, spelled alike
     const liveFifo = sql`state IN ('Scheduled','Enqueued','Processing') AND (metadata #>> '{policies,concurrency,value,mode}') = 'Fifo'`
     const plain = sql`((metadata #>> '{policies,concurrency,value,mode}') IS DISTINCT FROM 'Fifo' OR ${key} IS NULL)`
     // a row's limit; one that is not a valid limit (hand-corrupted metadata) counts as 1, so that the
     // row is claimed in turn and the worker fails it (a bad cast would fail every fetch)
     const lim = sql`(metadata #>> '{policies,concurrency,value,limit}')`
+    const notContended =
+      hint.contended.length === 0
+        ? sql``
+        : sql` AND coalesce(${key} <> ALL(ARRAY(SELECT jsonb_array_elements_text(${JSON.stringify(hint.contended)}::jsonb))), TRUE)`
     const rowLimit = sql`CASE WHEN ${lim} ~ '^[1-9][0-9]{0,9}$' THEN CASE WHEN ${lim}::bigint <= 2147483647 THEN ${lim}::int ELSE 1 END ELSE 1 END`
     const claim =
       hint.sameSlot !== undefined
-        ? // the fiber holds a slot of this key: only rows of exactly that policy, near the head
+        ? // the fiber holds a slot of this key: only rows of exactly that policy, near the head, and never
+          // fair-share rows (chaining them under the slot would serve their key out of its turn)
           // (candidates come from an uncorrelated sub-select over the head, then are locked by
           // primary key: a plan that stays linear even when the table's statistics are stale)
           sql`
@@ -52,7 +57,7 @@ export const fetch = (
                 AND (h.metadata #>> '{policies,concurrency,value,limit}') = ${String(hint.sameSlot.limit)}
               ORDER BY h.schedule_time
               LIMIT ${limit + 15}))
-            AND state IN ('Scheduled', 'Enqueued')
+            AND state IN ('Scheduled', 'Enqueued') AND fair_tag IS NULL
           ORDER BY schedule_time
           LIMIT ${limit}
           FOR UPDATE SKIP LOCKED`
@@ -60,6 +65,14 @@ export const fetch = (
           // whose turn it is and the other due rows, merged by ScheduleTime. Each walks its partial
           // index and stops at `limit`, where an OR scanned and sorted the table. Rows of keys the
           // fiber just found full are left to other fibers (Fifo rows wait for their turn anyway).
+          //
+          // Fair share (rows with a `fair_tag`, see `JobStore.fairTagOf`): `fair` takes the due fair rows in
+          // tag order (`warp_jobs_fair_due`), `fair_at` the smallest ScheduleTimes of the due fair rows
+          // (`warp_jobs_fair_time`), and the k-th fair row by tag is merged at the k-th of those times. So
+          // the fair rows, as a class, compete with the other rows (which keep ScheduleTime order, `ready`
+          // walking `warp_jobs_due_unfair`) by the ScheduleTimes of the class's oldest due rows, and inside
+          // the class the order is by tag: another row is claimed once it is older than every due fair row
+          // left; on ties of time the other rows go first (see `JobStore.fairMerge`).
           //
           // Fifo: the distinct keys with live Fifo rows come from a loose scan of `warp_jobs_fifo` (one
           // probe per key, however deep its backlog); per key, the first `limit` + running rows in line
@@ -78,14 +91,27 @@ export const fetch = (
             FOR UPDATE SKIP LOCKED
           ), ready AS (
             SELECT id, state AS prev_state, schedule_time FROM warp_jobs
-            WHERE ${due} AND ${plain}${
-              hint.contended.length === 0
-                ? sql``
-                : sql` AND coalesce(${key} <> ALL(ARRAY(SELECT jsonb_array_elements_text(${JSON.stringify(hint.contended)}::jsonb))), TRUE)`
-            }
+            WHERE ${due} AND ${plain} AND fair_tag IS NULL${notContended}
             ORDER BY schedule_time
             LIMIT ${limit}
             FOR UPDATE SKIP LOCKED
+          ), fair AS (
+            SELECT id, state AS prev_state, fair_tag FROM warp_jobs
+            WHERE ${due} AND fair_tag IS NOT NULL${notContended}
+            ORDER BY fair_tag, id
+            LIMIT ${limit}
+            FOR UPDATE SKIP LOCKED
+          ), fair_at AS (
+            SELECT t.schedule_time, row_number() OVER (ORDER BY t.schedule_time) AS rn FROM (
+              SELECT schedule_time FROM warp_jobs
+              WHERE ${due} AND fair_tag IS NOT NULL${notContended}
+              ORDER BY schedule_time
+              LIMIT ${limit}
+            ) t
+          ), fair_merged AS (
+            SELECT f.id, f.prev_state, a.schedule_time
+            FROM (SELECT id, prev_state, row_number() OVER (ORDER BY fair_tag, id) AS rn FROM fair) f
+            JOIN fair_at a USING (rn)
           ), fifo_keys(k) AS (
             (SELECT ${key} FROM warp_jobs WHERE ${liveFifo} ORDER BY ${key} LIMIT 1)
             UNION ALL
@@ -129,7 +155,11 @@ export const fetch = (
           )
           (SELECT id, prev_state FROM expired)
           UNION ALL
-          (SELECT id, prev_state FROM ((SELECT * FROM fifo) UNION ALL (SELECT * FROM ready) ORDER BY schedule_time LIMIT ${limit}) m)
+          (SELECT id, prev_state FROM (
+              (SELECT id, prev_state, schedule_time, 0 AS b FROM fifo)
+              UNION ALL (SELECT id, prev_state, schedule_time, 0 AS b FROM ready)
+              UNION ALL (SELECT id, prev_state, schedule_time, 1 AS b FROM fair_merged)
+              ORDER BY schedule_time, b LIMIT ${limit}) m)
           LIMIT ${limit}`
     return sql`
         WITH c AS (${claim}

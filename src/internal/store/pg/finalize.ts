@@ -6,9 +6,9 @@
 import type * as SqlClient from "@effect/sql/SqlClient"
 import * as Effect from "effect/Effect"
 import { counterOf, logOf, stateOf } from "../../job/Outcome.js"
-import { counterKeys, type Finalize } from "../JobStore.js"
+import { counterKeys, fairOf, type Finalize } from "../JobStore.js"
 import type { StoreError } from "../StoreError.js"
-import { bumpCounters, fail } from "./shared.js"
+import { bumpCounters, fail, nextTag } from "./shared.js"
 
 /**
  * `JobStoreService.finalize`: writes the attempt's outcome if this attempt still owns the row (false
@@ -23,6 +23,11 @@ export const finalize = (
   const at = outcome._tag === "Requeued" && outcome.at !== undefined ? outcome.at.toISOString() : null
   const keepsPlace = outcome._tag === "Requeued" && outcome.keepsPlace === true
   const keys = JSON.stringify(counterKeys(counterOf(outcome), job.type))
+  // a requeue goes to the back of its fair-share flow (a new tag, from the metadata written now), unless
+  // it keeps its place (the tag stays); a row that is no longer weighted loses its tag
+  const retag = (state === "Enqueued" || state === "Scheduled") && !keepsPlace
+  const fair = retag ? fairOf(metadata) : undefined
+  const fairTag = !retag ? sql`` : fair === undefined ? sql`, fair_tag = NULL` : sql`, fair_tag = ${nextTag(sql, sql`${fair.flow}::text`, sql`${fair.weight}::float8`)}`
   // the slot's release, fused into this statement when it is held on a connection of this client
   const fused = release !== undefined && release.client === sql ? release : undefined
   const statement = sql`
@@ -34,7 +39,7 @@ export const finalize = (
               locked_by = NULL, lease_until = NULL, updated_at = now(),
               attempt = CASE WHEN ${handlerRan} THEN attempt ELSE attempt - 1 END,
               cancel_requested = CASE WHEN ${state} IN ('Enqueued', 'Scheduled') THEN cancel_requested END,
-              holder_key = NULL
+              holder_key = NULL${fairTag}
           WHERE id = ${job.id} AND state = 'Processing' AND locked_by = ${workerId} AND attempt = ${job.attempt}
           RETURNING id
         ), l AS (

@@ -7,8 +7,9 @@ import type * as SqlClient from "@effect/sql/SqlClient"
 import type * as Statement from "@effect/sql/Statement"
 import * as Effect from "effect/Effect"
 import type { NewJob } from "../../job/Job.js"
+import { fairOf } from "../JobStore.js"
 import type { StoreError } from "../StoreError.js"
-import { fail } from "./shared.js"
+import { fail, lastTag, nextTag, virtualTime } from "./shared.js"
 
 /** Splits `rows` into chunks of at most `size`. */
 const chunks = <A>(rows: ReadonlyArray<A>, size: number): Array<ReadonlyArray<A>> => {
@@ -32,13 +33,19 @@ export const insertChunk = 5000
  */
 const insertRows = (sql: SqlClient.SqlClient, rows: ReadonlyArray<NewJob>) => {
   const first = rows[0]!
+  // fair-share rows (a weighted concurrency policy) get their tag in this statement (see `fairTagOf`)
+  const fairs = rows.map((r) => fairOf(r.metadata))
+  const anyFair = fairs.some((f) => f !== undefined)
   if (rows.length === 1) {
     // a single enqueue: plain VALUES, no arrays to build and parse
     const at = first.scheduleTime.toISOString()
+    const fair = fairs[0]
     return sql`
-        INSERT INTO warp_jobs (id, type, handler, payload, state, schedule_time, metadata, origin, origin_for)
+        INSERT INTO warp_jobs (id, type, handler, payload, state, schedule_time, metadata, origin, origin_for${fair === undefined ? sql`` : sql`, fair_tag`})
         VALUES (${first.id}, ${first.type}, ${first.handler}, ${JSON.stringify(first.payload)}::jsonb, ${first.state}, ${at}::timestamptz,
-                ${JSON.stringify(first.metadata)}::jsonb, ${first.state}, ${first.state === "Scheduled" ? at : null}::timestamptz)`.pipe(Effect.asVoid)
+                ${JSON.stringify(first.metadata)}::jsonb, ${first.state}, ${first.state === "Scheduled" ? at : null}::timestamptz${
+                  fair === undefined ? sql`` : sql`, ${nextTag(sql, sql`${fair.flow}::text`, sql`${fair.weight}::float8`)}`
+                })`.pipe(Effect.asVoid)
   }
   const arrays: Array<Statement.Fragment> = [sql`${rows.map((r) => r.id)}::text[]`, sql`${rows.map((r) => JSON.stringify(r.payload))}::jsonb[]`]
   const names = ["id", "payload"]
@@ -55,11 +62,32 @@ const insertRows = (sql: SqlClient.SqlClient, rows: ReadonlyArray<NewJob>) => {
   const scheduleTime = column("schedule_time", "timestamptz", (r) => r.scheduleTime.getTime(), (ms) => new Date(ms).toISOString())
   const metadata = column("metadata", "jsonb", (r) => (r.metadata === first.metadata ? first.metadata : JSON.stringify(r.metadata)), (m) =>
     typeof m === "string" ? m : JSON.stringify(m))
-  return sql`
+  if (!anyFair) {
+    return sql`
       INSERT INTO warp_jobs (id, type, handler, payload, state, schedule_time, metadata, origin, origin_for)
       SELECT x.id, ${type}, ${handler}, x.payload, ${state}, ${scheduleTime}, ${metadata}, ${state},
              CASE WHEN ${state} = 'Scheduled' THEN ${scheduleTime} END
       FROM unnest(${sql.csv(arrays)}) AS x(${sql.literal(names.join(", "))})`.pipe(Effect.asVoid)
+  }
+  // tags: V once, the last tag of each distinct flow once (index probes), then each flow's rows of the
+  // chunk step by 1/w in chunk order: max(V, last) + the running sum of 1/w over the flow's rows so far
+  const fairOfRow = new Map(rows.map((r, i) => [r, fairs[i]] as const))
+  const flow = column("fair_flow", "text", (r) => fairOfRow.get(r)?.flow ?? null, (a) => a)
+  const weight = column("fair_w", "float8", (r) => fairOfRow.get(r)?.weight ?? null, (a) => a)
+  return sql`
+      WITH x AS (
+        SELECT * FROM unnest(${sql.csv(arrays)}) WITH ORDINALITY AS x(${sql.literal(names.join(", "))}, ord)
+      ), v AS (
+        SELECT ${virtualTime(sql)} AS v
+      ), f AS (
+        SELECT d.flow, ${lastTag(sql, sql`d.flow`)} AS last FROM (SELECT DISTINCT ${flow} AS flow FROM x) d WHERE d.flow IS NOT NULL
+      )
+      INSERT INTO warp_jobs (id, type, handler, payload, state, schedule_time, metadata, origin, origin_for, fair_tag)
+      SELECT x.id, ${type}, ${handler}, x.payload, ${state}, ${scheduleTime}, ${metadata}, ${state},
+             CASE WHEN ${state} = 'Scheduled' THEN ${scheduleTime} END,
+             CASE WHEN ${weight} IS NOT NULL
+                  THEN greatest(v.v, coalesce(f.last, v.v)) + sum(1 / ${weight}) OVER (PARTITION BY ${flow} ORDER BY x.ord) END
+      FROM x CROSS JOIN v LEFT JOIN f ON f.flow = ${flow}`.pipe(Effect.asVoid)
 }
 
 /** `JobStoreService.insert`: the rows in one statement, or in one per chunk inside a transaction. */

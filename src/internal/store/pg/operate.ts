@@ -5,7 +5,7 @@ import type * as SqlClient from "@effect/sql/SqlClient"
 import * as Effect from "effect/Effect"
 import { isStorableId, type OperateResult, type OperatorAction, operatorFrom, operatorTo } from "../JobStore.js"
 import type { StoreError } from "../StoreError.js"
-import { fail } from "./shared.js"
+import { fail, nextTag } from "./shared.js"
 
 /**
  * `JobStoreService.operate`: applies `action` to the rows of `ids` in a state it applies to, with
@@ -24,12 +24,20 @@ export const operate = (
   // another transaction holds (a worker's claim in flight) is waited for, then re-checked
   return sql`
         WITH u AS (
-          UPDATE warp_jobs
+          UPDATE warp_jobs o
           SET state = ${to.state},
               schedule_time = CASE WHEN ${to.state} = 'Enqueued' THEN now() ELSE schedule_time END,
               locked_by = NULL, lease_until = NULL, updated_at = now(), holder_key = NULL,
               -- a retried or deleted job leaves any cancel asked for it behind; a requeued one keeps it
-              cancel_requested = CASE WHEN ${action} = 'requeue' THEN cancel_requested END
+              cancel_requested = CASE WHEN ${action} = 'requeue' THEN cancel_requested END${
+                to.state === "Enqueued"
+                  ? // a weighted job sent back to the queue goes to the back of its key, as a policy's requeue
+                    sql`,
+              fair_tag = CASE WHEN fair_tag IS NOT NULL AND jsonb_typeof(metadata #> '{policies,concurrency,value,weight}') = 'number'
+                                   AND (metadata #>> '{policies,concurrency,value,weight}')::float8 > 0
+                              THEN ${nextTag(sql, sql`(o.metadata #>> '{policies,concurrency,value,key}')`, sql`(o.metadata #>> '{policies,concurrency,value,weight}')::float8`)} END`
+                  : sql``
+              }
           WHERE id IN (SELECT jsonb_array_elements_text(${JSON.stringify(storable)}::jsonb))
             AND state IN (SELECT jsonb_array_elements_text(${JSON.stringify(operatorFrom[action])}::jsonb))
           RETURNING id

@@ -30,7 +30,8 @@ export const rowToJob = (r: any): Job =>
       lockedBy: r.locked_by ?? null,
       leaseUntil: r.lease_until === null || r.lease_until === undefined ? null : new Date(r.lease_until),
       ...(typeof r.admin_key === "string" ? { adminLimit: { key: r.admin_key, slots: r.admin_slots === null ? null : Number(r.admin_slots) } } : {}),
-      ...(typeof r.cancel_requested === "string" ? { cancelRequested: r.cancel_requested } : {})
+      ...(typeof r.cancel_requested === "string" ? { cancelRequested: r.cancel_requested } : {}),
+      ...(r.fair_tag === null || r.fair_tag === undefined ? {} : { fairTag: Number(r.fair_tag) })
     },
     true
   )
@@ -63,3 +64,25 @@ export const bumpCounters = (sql: SqlClient.SqlClient, rows: Statement.Fragment,
     INSERT INTO warp_counters (key, shard, value)
     SELECT k, ${Math.floor(Math.random() * COUNTER_SHARDS)}, 1 FROM ${rows}, ${keys} AS k
     ON CONFLICT (key, shard) DO UPDATE SET value = warp_counters.value + 1`
+
+/** A row's concurrency key as text, spelled as the partial indexes spell it. */
+export const keyOf = (sql: SqlClient.SqlClient) => sql`(metadata #>> '{policies,concurrency,value,key}')`
+
+/**
+ * The virtual time of fair-share tagging (see `JobStore.fairTagOf`): the smallest tag among due
+ * pending fair rows (`warp_jobs_fair_due`), else the largest among Processing ones
+ * (`warp_jobs_fair_running`), else 0 — two index probes.
+ */
+export const virtualTime = (sql: SqlClient.SqlClient) => sql`coalesce(
+    (SELECT fair_tag FROM warp_jobs WHERE state IN ('Scheduled','Enqueued') AND fair_tag IS NOT NULL AND schedule_time <= now() ORDER BY fair_tag LIMIT 1),
+    (SELECT fair_tag FROM warp_jobs WHERE state = 'Processing' AND fair_tag IS NOT NULL ORDER BY fair_tag DESC LIMIT 1),
+    0)`
+
+/** The last tag among the pending rows of fair-share flow `flow` (a text fragment), one probe of `warp_jobs_fair_flow`. */
+export const lastTag = (sql: SqlClient.SqlClient, flow: Statement.Fragment) => sql`(
+    SELECT fair_tag FROM warp_jobs WHERE state IN ('Scheduled','Enqueued') AND fair_tag IS NOT NULL AND ${keyOf(sql)} = ${flow}
+    ORDER BY fair_tag DESC LIMIT 1)`
+
+/** The tag of one row of flow `flow` and weight `weight` (text and float8 fragments): `max(V, last) + 1/w`. */
+export const nextTag = (sql: SqlClient.SqlClient, flow: Statement.Fragment, weight: Statement.Fragment) =>
+  sql`(SELECT greatest(v.v, coalesce(${lastTag(sql, flow)}, v.v)) + 1 / ${weight} FROM (SELECT ${virtualTime(sql)} AS v) v)`

@@ -1,0 +1,119 @@
+/**
+ * Weighted fair share with real workers: the issue's skewed workload at small scale (one hot key with
+ * 400 queued jobs, enqueued first, and 20 cold keys with 10 each; every key `Semaphore(key, 8)` Wait, one
+ * worker of 4 lanes, no-op handlers). Per-key throughput is counted over the window while every key
+ * is backlogged (from the start to the completion of the first key to drain), and Jain's fairness index
+ * of it, (sum x)^2 / (n * sum x^2), is >= 0.95 with weights on. The same workload without weights is
+ * served in ScheduleTime order — the hot key's 400 jobs first — and its index is low (1/21 when the
+ * cold keys get nothing in the window), so this fails when fair share is off. Also: the policy input
+ * checks of `weight`.
+ */
+import { describe, expect, it } from "@effect/vitest"
+import * as Effect from "effect/Effect"
+import * as Schema from "effect/Schema"
+import { Concurrency, Contract, Handler, JobParameters, Publisher, Worker } from "warp-effect"
+import { memoryWorkerEnv, workerEnvs } from "./support/env.js"
+import { detail, drained } from "./support/runtime.js"
+
+const Item = Contract.job("FairShareItem", Schema.Struct({ key: Schema.String }))
+
+const HOT = 400
+const COLD_KEYS = 20
+const COLD = 10
+const LIMIT = 8
+const LANES = 4
+
+/** Jain's fairness index of `xs`: 1 when all are equal, 1/n when one has everything. */
+export const jain = (xs: ReadonlyArray<number>): number => {
+  const sum = xs.reduce((a, b) => a + b, 0)
+  const squares = xs.reduce((a, b) => a + b * b, 0)
+  return squares === 0 ? 1 : (sum * sum) / (xs.length * squares)
+}
+
+/** Per-key completions while every key still had jobs left, from the completion sequence. */
+const windowCounts = (done: ReadonlyArray<string>, totals: ReadonlyMap<string, number>): Map<string, number> => {
+  const counts = new Map<string, number>([...totals.keys()].map((k) => [k, 0]))
+  for (const key of done) {
+    const n = counts.get(key)! + 1
+    counts.set(key, n)
+    // the first key to drain closes the window (its last job counts)
+    if (n === totals.get(key)) break
+  }
+  return counts
+}
+
+const skewed = (weighted: boolean, makeEnv: (typeof workerEnvs)[number][1]) => {
+  const done: Array<string> = []
+  const handler = Handler.job(Item, ({ key }) => Effect.sync(() => void done.push(key)))
+  return Effect.gen(function* () {
+    const p = yield* Publisher.Publisher
+    const params = (key: string) => JobParameters.make().withSemaphore(key, LIMIT, "Wait", weighted ? { weight: 1 } : undefined)
+    // the hot key first: in ScheduleTime order its whole backlog runs before any cold job
+    yield* p.enqueueMany(Item, Array.from({ length: HOT }, () => ({ key: "hot" })), params("hot"))
+    const cold = Array.from({ length: COLD_KEYS * COLD }, (_, i) => ({ key: `cold-${i % COLD_KEYS}` }))
+    yield* p.enqueueMany(Item, cold, (item) => params(item.key))
+    yield* Effect.scoped(
+      Effect.gen(function* () {
+        yield* Worker.make({ addons: [Concurrency.addon], workerId: `fair-${weighted}`, concurrency: LANES, pollInterval: "5 millis" })
+        yield* drained(60_000, "10 millis")
+      })
+    )
+    const totals = new Map<string, number>([["hot", HOT], ...Array.from({ length: COLD_KEYS }, (_, i) => [`cold-${i}`, COLD] as const)])
+    expect(done.length).toBe(HOT + COLD_KEYS * COLD)
+    return jain([...windowCounts(done, totals).values()])
+  }).pipe(Effect.provide(makeEnv([handler])))
+}
+
+for (const [name, makeEnv] of workerEnvs) {
+  describe(`fair share with a worker (${name})`, () => {
+    it.live(
+      "one hot key (400 queued) and 20 cold keys (10 each): Jain's index of per-key throughput while all are backlogged >= 0.95 with weights, low without",
+      () =>
+        Effect.gen(function* () {
+          const fair = yield* skewed(true, makeEnv)
+          const plain = yield* skewed(false, makeEnv)
+          expect(fair).toBeGreaterThanOrEqual(0.95)
+          expect(plain).toBeLessThan(0.2)
+        }),
+      120_000
+    )
+  })
+}
+
+describe("weight: policy input", () => {
+  it("a weight must be a finite number > 0", () => {
+    expect(() => Concurrency.Semaphore("k", 2, { weight: 0 })).toThrow(/^Semaphore\("k", 2, \{"weight":0\}\): weight must be a finite number > 0, got 0/)
+    expect(() => Concurrency.Mutex("k", { weight: Number.NaN })).toThrow(/weight must be a finite number > 0, got NaN/)
+    expect(() => Concurrency.Mutex("k", { weight: Infinity })).toThrow(/weight must be a finite number > 0/)
+    expect(JobParameters.make().withSemaphore("k", 2, "Wait", { weight: -1 }).error?.message).toMatch(/^JobParameters\.withSemaphore\("k", 2, "Wait", .*\): weight must be a finite number > 0, got -1/)
+    expect(Concurrency.Semaphore("k", 2, { weight: 0.5 }).value.weight).toBe(0.5)
+  })
+
+  it("not with mode Fifo", () => {
+    expect(() => Concurrency.Semaphore("k", 2, { mode: "Fifo", weight: 2 })).toThrow(/a weight cannot be used with mode 'Fifo'/)
+    expect(JobParameters.make().withMutex("k", "Fifo", { weight: 2 }).error?.message).toMatch(/a weight cannot be used with mode 'Fifo'/)
+  })
+
+  it("withMutex / withSemaphore: the 4th argument is a total cap (as before) or { total, weight }", () => {
+    const cap = { group: "g", limit: 3 }
+    const old = JobParameters.make().withSemaphore("k", 2, "Wait", cap).entries.get("concurrency")!.value as any
+    expect([old.total, old.weight]).toEqual([cap, undefined])
+    const both = JobParameters.make().withMutex("k", "Wait", { total: cap, weight: 3 }).entries.get("concurrency")!.value as any
+    expect([both.total, both.weight]).toEqual([cap, 3])
+  })
+})
+
+describe("weight: carried at enqueue", () => {
+  const Weighted = Contract.job("FairShareWeighted", Schema.Struct({ n: Schema.Number }), { policy: [Concurrency.Semaphore("reports", 2, { weight: 3 })] })
+  const Unweighted = Contract.job("FairShareUnweighted", Schema.Struct({ n: Schema.Number }), { policy: [Concurrency.Semaphore("reports", 2)] })
+  it.live("a contract's weighted policy is carried onto the row and tags it; an unweighted one is not carried", () =>
+    Effect.gen(function* () {
+      const p = yield* Publisher.Publisher
+      const weighted = yield* detail(yield* p.enqueue(Weighted, { n: 1 }))
+      expect(weighted.job.fairTag).toBeCloseTo(1 / 3)
+      expect((weighted.job.metadata as any).policies.concurrency).toMatchObject({ source: "contract", value: { key: "reports", weight: 3 } })
+      const plain = yield* detail(yield* p.enqueue(Unweighted, { n: 1 }))
+      expect(plain.job.fairTag).toBeUndefined()
+      expect((plain.job.metadata as any).policies.concurrency).toBeUndefined()
+    }).pipe(Effect.provide(memoryWorkerEnv([]))))
+})
