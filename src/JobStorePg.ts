@@ -6,7 +6,8 @@
 import * as internal from "./internal/store/JobStorePg.js"
 
 /**
- * Builds the PostgreSQL store on the `SqlClient` in context.
+ * Builds the PostgreSQL store on the `SqlClient` in context; its batching of finalizing writes lives
+ * for the scope.
  *
  * @since 0.1.0
  * @category constructors

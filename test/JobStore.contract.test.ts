@@ -123,6 +123,67 @@ for (const [name, makeLayer] of stores) {
         expect(c.get("stats:succeeded:Mail")).toBe(1)
       }).pipe(Effect.provide(makeLayer())))
 
+    it.live("finalizes of many attempts at once (batched by the PostgreSQL store) each write their own outcome", () =>
+      Effect.gen(function* () {
+        const store = yield* JobStore
+        const rows = Array.from({ length: 48 }, (_, i) => newJob({ type: i % 2 === 0 ? "A" : "B" }))
+        yield* store.insert(rows)
+        const claimed = yield* store.fetch("w1", 48, lease)
+        expect(claimed.length).toBe(48)
+        const later = new Date(Date.now() + 3_600_000)
+        // six kinds of ending, one per job in turn; the sixth is finalized by a worker that does not own it
+        const ending = (i: number) => {
+          switch (i % 6) {
+            case 0:
+              return { outcome: Outcome.Succeeded(), workerId: "w1" }
+            case 1:
+              return { outcome: Outcome.Failed({ error: `boom ${i}` }), workerId: "w1" }
+            case 2:
+              return { outcome: Outcome.Requeued({ reason: `back ${i}`, at: later }), workerId: "w1" }
+            case 3:
+              return { outcome: Outcome.Requeued({ reason: `kept ${i}`, keepsPlace: true }), workerId: "w1", handlerRan: false }
+            case 4:
+              return { outcome: Outcome.Deleted({ reason: `gone ${i}` }), workerId: "w1" }
+            default:
+              return { outcome: Outcome.Succeeded(), workerId: "someone-else" }
+          }
+        }
+        const written = yield* Effect.forEach(
+          claimed,
+          (j, i) => store.finalize({ job: j, metadata: { policies: {}, n: i }, ...ending(i) }),
+          { concurrency: "unbounded" }
+        )
+        expect(written).toEqual(claimed.map((_, i) => i % 6 !== 5))
+        for (const [i, j] of claimed.entries()) {
+          const d = Option.getOrThrow(yield* store.get(j.id))
+          const last = d.logs.at(-1)!
+          switch (i % 6) {
+            case 0:
+              expect([d.job.state, last.kind, d.job.metadata]).toEqual(["Succeeded", "Succeeded", { policies: {}, n: i }])
+              break
+            case 1:
+              expect([d.job.state, last.message]).toEqual(["Failed", `boom ${i}`])
+              break
+            case 2:
+              expect([d.job.state, last.message, d.job.scheduleTime.getTime()]).toEqual(["Scheduled", `back ${i}`, later.getTime()])
+              break
+            case 3:
+              // keeps its place and gives back the attempt number the claim took
+              expect([d.job.state, d.job.attempt, d.job.scheduleTime.getTime()]).toEqual(["Enqueued", 0, j.scheduleTime.getTime()])
+              break
+            case 4:
+              expect([d.job.state, last.message]).toEqual(["Deleted", `gone ${i}`])
+              break
+            default:
+              expect([d.job.state, d.job.lockedBy]).toEqual(["Processing", "w1"])
+          }
+          expect(d.logs.filter((l) => l.kind !== "Enqueued" && l.kind !== "Processing").length).toBe(i % 6 === 5 ? 0 : 1)
+        }
+        const c = yield* store.counters
+        expect([c.get("stats:succeeded"), c.get("stats:succeeded:A"), c.get("stats:failed"), c.get("stats:deleted")]).toEqual([8, 8, 8, 8])
+        expect(c.get("stats:requeued")).toBe(16)
+      }).pipe(Effect.provide(makeLayer())))
+
     it.live("finalize by a worker that lost its claim writes nothing", () =>
       Effect.gen(function* () {
         const store = yield* JobStore

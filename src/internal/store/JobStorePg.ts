@@ -2,7 +2,8 @@
  * The PostgreSQL job store (@effect/sql-pg). Each operation is one SQL statement: claims use
  * `FOR UPDATE SKIP LOCKED` (and read the admin override of each claimed row's concurrency key), and an
  * attempt's finalizing write updates the row, appends the audit entry and bumps the counters in one
- * round trip — on the held slot's connection, unlocking the slot too, when the worker hands it the
+ * round trip (the writes of attempts that end while one is out go together in the next statement, see
+ * `./pg/finalizeBatch.ts`) — on the held slot's connection, unlocking the slot too, when the worker hands it the
  * slot's release of a `SemaphoreProviderPg` on the same `SqlClient`. Fifo-mode rows are claimed in submission order per
  * key (see `JobStoreService.fetch`). An insert of more than `insertChunk` rows is one statement per
  * chunk, all in one transaction (a savepoint inside the caller's). Every statement runs on the
@@ -26,7 +27,7 @@ import { cancelRequests } from "./pg/cancelRequests.js"
 import { countByState } from "./pg/countByState.js"
 import { counters } from "./pg/counters.js"
 import { fetch } from "./pg/fetch.js"
-import { finalize } from "./pg/finalize.js"
+import { makeBatchedFinalize } from "./pg/finalizeBatch.js"
 import { get } from "./pg/get.js"
 import { heartbeat } from "./pg/heartbeat.js"
 import { insert, insertChunk } from "./pg/insert.js"
@@ -50,11 +51,12 @@ export const make = Effect.gen(function* () {
   const locks = yield* SemaphoreProviderPg.make()
 
   const readsLimits = yield* ReadsLimits.readsLimits(sql)
+  const finalize = yield* makeBatchedFinalize(sql)
 
   const service: JobStoreService = {
     insert: (rows) => insert(sql, rows),
     fetch: (workerId, limit, lease, hint) => fetch(sql, readsLimits, workerId, limit, lease, hint),
-    finalize: (f) => finalize(sql, f),
+    finalize,
     appendLog: (jobId, kind, message) => appendLog(sql, jobId, kind, message),
     heartbeat: (workerId, ids, lease) => heartbeat(sql, workerId, ids, lease),
     requestCancel: (id, reason) => requestCancel(sql, id, reason),

@@ -1,0 +1,129 @@
+/**
+ * Finalizing writes batched across the lanes of a process: the attempts of several lanes that end
+ * while one finalizing statement is out go together in the next one, one `warp_jobs` update, one
+ * audit insert and one counter upsert per (counter, shard) for all of them. Alone (a quiet worker),
+ * an attempt's write goes at once as the single statement of `./finalize.ts`; nothing waits for a
+ * batch to fill. Writes that carry a slot's release (`Finalize.release`) run on the slot's connection
+ * and are never batched; nor are requeues of weighted jobs (their new fair-share tag is computed by the
+ * single statement).
+ *
+ * Each attempt keeps its own result: the rows a batch wrote are told apart by id, and an attempt
+ * whose row the batch did not match (the claim was lost) gets `false`, as alone. When a batch fails,
+ * its writes are retried one by one, so that one bad write (a payload PostgreSQL refuses) fails only
+ * its own attempt.
+ */
+import type * as SqlClient from "@effect/sql/SqlClient"
+import * as Deferred from "effect/Deferred"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Queue from "effect/Queue"
+import type * as Scope from "effect/Scope"
+import { counterOf, logOf, stateOf } from "../../job/Outcome.js"
+import { counterKeys, fairOf, type Finalize } from "../JobStore.js"
+import type { StoreError } from "../StoreError.js"
+import { finalize } from "./finalize.js"
+import { COUNTER_SHARDS, fail } from "./shared.js"
+
+/** At most this many writes in one batched statement. */
+export const FINALIZE_BATCH = 64
+
+/** Statements a process runs at once for batched writes (more batches wait in the queue). */
+const FLUSHERS = 2
+
+interface Pending {
+  readonly f: Finalize
+  readonly done: Deferred.Deferred<boolean, StoreError>
+}
+
+/** One statement that writes every finalize of `batch` (distinct job ids); resolves to the ids it wrote. */
+export const finalizeMany = (sql: SqlClient.SqlClient, batch: ReadonlyArray<Finalize>): Effect.Effect<ReadonlySet<string>, StoreError> => {
+  const now = new Date()
+  const col = <A>(get: (f: Finalize) => A) => batch.map(get)
+  const at = (f: Finalize) => (f.outcome._tag === "Requeued" && f.outcome.at !== undefined ? f.outcome.at.toISOString() : null)
+  return sql`
+      WITH x AS (
+        SELECT * FROM unnest(
+          ${col((f) => f.job.id)}::text[], ${col((f) => f.workerId)}::text[], ${col((f) => f.job.attempt)}::int[],
+          ${col((f) => stateOf(f.outcome, now))}::text[], ${col((f) => JSON.stringify(f.metadata))}::jsonb[], ${col(at)}::timestamptz[],
+          ${col((f) => f.outcome._tag === "Requeued" && f.outcome.keepsPlace === true)}::bool[], ${col((f) => f.handlerRan ?? true)}::bool[],
+          ${col((f) => logOf(f.outcome).kind)}::text[], ${col((f) => logOf(f.outcome).message)}::text[],
+          ${col((f) => JSON.stringify(counterKeys(counterOf(f.outcome), f.job.type)))}::jsonb[]
+        ) AS x(id, worker, attempt, state, metadata, at, keeps, ran, kind, message, keys)
+      ), u AS (
+        UPDATE warp_jobs j
+        SET state = x.state, metadata = x.metadata,
+            schedule_time = CASE WHEN x.state IN ('Enqueued', 'Scheduled') AND NOT x.keeps
+                                 THEN greatest(now(), coalesce(x.at, now())) ELSE j.schedule_time END,
+            locked_by = NULL, lease_until = NULL, updated_at = now(),
+            attempt = CASE WHEN x.ran THEN j.attempt ELSE j.attempt - 1 END,
+            cancel_requested = CASE WHEN x.state IN ('Enqueued', 'Scheduled') THEN j.cancel_requested END,
+            holder_key = NULL,
+            fair_tag = CASE WHEN x.state IN ('Enqueued', 'Scheduled') AND NOT x.keeps THEN NULL ELSE j.fair_tag END
+        FROM x
+        WHERE j.id = x.id AND j.state = 'Processing' AND j.locked_by = x.worker AND j.attempt = x.attempt
+        RETURNING j.id, x.kind, x.message, x.keys
+      ), l AS (
+        INSERT INTO warp_job_logs (job_id, kind, message) SELECT id, kind, message FROM u
+      ), c AS (
+        INSERT INTO warp_counters (key, shard, value)
+        SELECT k, ${Math.floor(Math.random() * COUNTER_SHARDS)}, count(*) FROM u, jsonb_array_elements_text(u.keys) AS k GROUP BY k
+        ON CONFLICT (key, shard) DO UPDATE SET value = warp_counters.value + EXCLUDED.value
+      )
+      SELECT id FROM u`.pipe(
+    Effect.map((rows) => new Set(rows.map((r: any) => String(r.id)))),
+    Effect.mapError(fail("finalize"))
+  )
+}
+
+/** Writes one batch and settles each of its attempts; a failed batch is retried write by write. */
+const flush = (sql: SqlClient.SqlClient, batch: ReadonlyArray<Pending>): Effect.Effect<void> => {
+  const one = (p: Pending) => Effect.exit(finalize(sql, p.f)).pipe(Effect.flatMap((exit) => Deferred.done(p.done, exit)))
+  if (batch.length === 1) return Effect.asVoid(one(batch[0]!))
+  return Effect.exit(finalizeMany(sql, batch.map((p) => p.f))).pipe(
+    Effect.flatMap((exit) =>
+      Exit.isSuccess(exit)
+        ? Effect.forEach(batch, (p) => Deferred.succeed(p.done, exit.value.has(p.f.job.id)), { discard: true })
+        : Effect.forEach(batch, one, { discard: true })
+    )
+  )
+}
+
+/**
+ * A batching `JobStoreService.finalize` for the PostgreSQL store, alive for the scope: writes that
+ * carry a slot's release on `sql`, and requeues of weighted jobs, go alone through `finalize`; the
+ * others queue and leave in batches
+ * of up to {@link FINALIZE_BATCH} distinct jobs, {@link FLUSHERS} statements at a time.
+ */
+export const makeBatchedFinalize = (sql: SqlClient.SqlClient): Effect.Effect<(f: Finalize) => Effect.Effect<boolean, StoreError>, never, Scope.Scope> =>
+  Effect.gen(function* () {
+    const queue = yield* Effect.acquireRelease(Queue.unbounded<Pending>(), Queue.shutdown)
+    // a job twice in one batch (a retry queued while its first write is still out) waits for the next
+    let carried: Array<Pending> = []
+    const take = Effect.suspend(() => (carried.length > 0 ? Queue.takeUpTo(queue, FINALIZE_BATCH) : Queue.takeBetween(queue, 1, FINALIZE_BATCH)))
+    const takeBatch = Effect.map(take, (taken) => {
+      const seen = new Set<string>()
+      const batch: Array<Pending> = []
+      const next: Array<Pending> = []
+      for (const p of [...carried, ...taken]) {
+        if (seen.has(p.f.job.id) || batch.length >= FINALIZE_BATCH) next.push(p)
+        else {
+          seen.add(p.f.job.id)
+          batch.push(p)
+        }
+      }
+      carried = next
+      return batch
+    })
+    const flusher = Effect.forever(Effect.flatMap(takeBatch, (batch) => flush(sql, batch)))
+    for (let i = 0; i < FLUSHERS; i++) yield* Effect.forkScoped(flusher)
+    const alone = (f: Finalize) => {
+      if (f.release !== undefined && f.release.client === sql) return true
+      const state = stateOf(f.outcome, new Date())
+      const keeps = f.outcome._tag === "Requeued" && f.outcome.keepsPlace === true
+      return (state === "Enqueued" || state === "Scheduled") && !keeps && fairOf(f.metadata) !== undefined
+    }
+    return (f: Finalize) =>
+      alone(f)
+        ? finalize(sql, f)
+        : Effect.flatMap(Deferred.make<boolean, StoreError>(), (done) => Effect.zipRight(Queue.offer(queue, { f, done }), Deferred.await(done)))
+  })
