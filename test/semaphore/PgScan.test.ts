@@ -69,12 +69,13 @@ const race = (N: number, layer: () => Layer.Layer<SemaphoreProvider, never, impo
       const answer = yield* Effect.fork(scan)
       // pacing, not synchronization: spreads M's move over S's call
       yield* Effect.sleep(Duration.millis(Math.random() * 2 * scanMs))
-      const xLost = yield* onX.lost
       yield* onX.release
       const onZero = yield* hold(1)
       if (onZero.index === 0) moved++
       const got = yield* Fiber.join(answer)
-      if (xLost || (yield* onZero.lost)) lostRounds++
+      // read after S answered: a lane declared dead at any point of the round counts (one that died while
+      // releasing X leaves X's marker to a background delete, so X stays closed to S meanwhile)
+      if ((yield* onX.lost) || (yield* onZero.lost)) lostRounds++
       else if (!got) full++
       yield* onZero.release
     }
