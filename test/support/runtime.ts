@@ -25,6 +25,16 @@ export const detail = (id: string) =>
 /** The state of one job. */
 export const stateOf = (id: string): Effect.Effect<JobState, unknown, JobStore> => Effect.map(detail(id), (d) => d.job.state)
 
+/** What `until` read last, for its failure message (a job's detail as its state and last audit entries). */
+const describe = (a: unknown): string => {
+  const d = a as { job?: { id?: string; state?: string }; logs?: ReadonlyArray<{ kind: string; message: string }> }
+  const text =
+    d?.job?.state !== undefined && Array.isArray(d.logs)
+      ? JSON.stringify({ id: d.job.id, state: d.job.state, logs: d.logs.slice(-6).map((l) => `${l.kind}: ${l.message}`) })
+      : JSON.stringify(a)
+  return (text ?? String(a)).slice(0, 2_000)
+}
+
 /** Polls `read` every 10 ms until `done` holds (bounded: dies after `timeoutMs`, default 20 s). */
 export const until = <A, E, R>(read: Effect.Effect<A, E, R>, done: (a: A) => boolean, timeoutMs = 20_000) =>
   Effect.gen(function* () {
@@ -32,7 +42,7 @@ export const until = <A, E, R>(read: Effect.Effect<A, E, R>, done: (a: A) => boo
     while (true) {
       const a = yield* read
       if (done(a)) return a
-      if (Date.now() - start > timeoutMs) return yield* Effect.dieMessage(`condition not reached in ${timeoutMs} ms`)
+      if (Date.now() - start > timeoutMs) return yield* Effect.dieMessage(`condition not reached in ${timeoutMs} ms; last read: ${describe(a)}`)
       yield* Effect.sleep("10 millis")
     }
   })
