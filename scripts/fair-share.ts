@@ -28,11 +28,10 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Redacted from "effect/Redacted"
 import * as Schema from "effect/Schema"
-import pg from "pg"
+import { admin, urlOf } from "./support/server.js"
 import { Concurrency, Contract, Handler, JobParameters, JobStorePg, Outcome, Publisher, Registry, SemaphoreProviderPg, Worker } from "../src/index.js"
 import { JobStore } from "../src/internal/store/JobStore.js"
 
-const base = process.env.DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/test"
 const HOT = Number(process.env.HOT ?? 10_000)
 const COLD_KEYS = Number(process.env.COLD_KEYS ?? 100)
 const COLD = Number(process.env.COLD ?? 10)
@@ -43,20 +42,6 @@ const HANDLER_MS = Number(process.env.HANDLER_MS ?? 0)
 
 const Item = Contract.job("FairShareBench", Schema.Struct({ key: Schema.String, i: Schema.Number }))
 
-const admin = async (q: string) => {
-  const c = new pg.Client({ connectionString: base })
-  await c.connect()
-  try {
-    await c.query(q)
-  } finally {
-    await c.end()
-  }
-}
-const urlOf = (db: string) => {
-  const u = new URL(base)
-  u.pathname = `/${db}`
-  return u.toString()
-}
 
 let dbs = 0
 /** A fresh database for `f`, dropped after. */

@@ -15,31 +15,17 @@ import * as SqlClient from "@effect/sql/SqlClient"
 import * as Effect from "effect/Effect"
 import * as Redacted from "effect/Redacted"
 import pg from "pg"
+import { admin, urlOf } from "./support/server.js"
 import * as KeyInsightPg from "../src/internal/store/KeyInsightPg.js"
 import * as Migrations from "../src/internal/store/Migrations.js"
 
-const base = process.env.DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/test"
 const KEYS = Number(process.env.KEYS ?? 100_000)
 const JOBS = Number(process.env.JOBS ?? 1_000_000)
 const LIVE = Math.round(JOBS * Number(process.env.LIVE_FRACTION ?? 0.3))
 const KEYED_ENDED = Math.round((JOBS - LIVE) * 6 / 7)
 const REQUEUES = Number(process.env.REQUEUES ?? 500_000)
 const db = "warp_keys_bench"
-const url = (() => {
-  const u = new URL(base)
-  u.pathname = `/${db}`
-  return u.toString()
-})()
-
-const admin = async (q: string) => {
-  const c = new pg.Client({ connectionString: base })
-  await c.connect()
-  try {
-    await c.query(q)
-  } finally {
-    await c.end()
-  }
-}
+const url = urlOf(db)
 
 const meta = (i: string) =>
   `jsonb_build_object('policies', jsonb_build_object('concurrency', jsonb_build_object('source', 'enqueue', 'value',

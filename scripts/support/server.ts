@@ -1,0 +1,26 @@
+/**
+ * What the measuring scripts share about the PostgreSQL server they run on: its URL (`DATABASE_URL`,
+ * else the local server), a statement run on its admin database, and the URL of another database there.
+ */
+import pg from "pg"
+
+/** The server's URL: `DATABASE_URL`, else the local PostgreSQL. */
+export const base = process.env.DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/test"
+
+/** Runs `q` on `base` over a connection of its own (CREATE / DROP DATABASE, settings). */
+export const admin = async (q: string): Promise<void> => {
+  const c = new pg.Client({ connectionString: base })
+  await c.connect()
+  try {
+    await c.query(q)
+  } finally {
+    await c.end()
+  }
+}
+
+/** The URL of database `db` on the same server. */
+export const urlOf = (db: string): string => {
+  const u = new URL(base)
+  u.pathname = `/${db}`
+  return u.toString()
+}
