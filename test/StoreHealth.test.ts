@@ -4,10 +4,12 @@
  * On the TestClock: the clock never moves after the return, so only the return can wake the waiter.
  */
 import { describe, expect, it } from "@effect/vitest"
+import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
 import * as Option from "effect/Option"
 import * as TestClock from "effect/TestClock"
+import { isOutage, StoreError } from "../src/internal/store/StoreError.js"
 import * as StoreHealth from "../src/internal/worker/StoreHealth.js"
 
 const settle = Effect.repeatN(Effect.yieldNow(), 50)
@@ -59,4 +61,17 @@ describe("StoreHealth", () => {
       yield* TestClock.adjust("200 millis")
       expect(yield* Fiber.join(waiter)).toBe("ok")
     }))
+})
+
+describe("isOutage", () => {
+  it("tells a server out of reach from a statement it rejected, through the store error and its cause", () => {
+    const wrapped = (cause: unknown) => Cause.squash(Cause.fail(new StoreError({ operation: "finalize", cause: { message: "sql failed", cause } })))
+    expect(isOutage(wrapped({ code: "ECONNREFUSED" }))).toBe(true)
+    expect(isOutage(wrapped({ code: "57P01", message: "terminating connection due to administrator command" }))).toBe(true)
+    expect(isOutage(wrapped(new Error("Connection terminated unexpectedly")))).toBe(true)
+    // a value jsonb refuses, a constraint: rejections, not outages
+    expect(isOutage(wrapped({ code: "22P05", message: "unsupported Unicode escape sequence" }))).toBe(false)
+    expect(isOutage(wrapped({ code: "23505", message: "duplicate key value violates unique constraint" }))).toBe(false)
+    expect(StoreHealth.isOutage).toBe(isOutage)
+  })
 })

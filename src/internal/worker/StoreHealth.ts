@@ -12,6 +12,7 @@ import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as FiberId from "effect/FiberId"
 import * as Metric from "effect/Metric"
+import { isOutage as StoreErrorOutage } from "../store/StoreError.js"
 
 /** Finalizing writes (finished attempts) waiting for the store to answer. */
 export const finalizesPending = Metric.gauge("warp_finalizes_pending", { description: "Finished attempts whose result waits for the job store" })
@@ -85,21 +86,5 @@ export const make = (workerId: string): StoreHealth => {
   return { downSince: () => since, lastOutage: () => last, nextReturn, observe, retrying }
 }
 
-/**
- * Whether a store failure looks like the database being out of reach (a connection refused, reset or
- * terminated, a server shutting down or starting) rather than a statement the server rejected. Walks the
- * error's `cause` chain for a SQLSTATE of class 08 (connection exception), 57P (operator intervention)
- * or 53 (insufficient resources), a socket error code, the driver's "connection terminated", or a query that
- * got no answer within the driver's `query_timeout` ("Query read timeout").
- */
-export const isOutage = (e: unknown): boolean => {
-  let current: unknown = e
-  for (let depth = 0; depth < 8 && current !== undefined && current !== null; depth++) {
-    const code = (current as { code?: unknown }).code
-    if (typeof code === "string" && /^(08|57P|53)|^E(CONNREFUSED|CONNRESET|PIPE|TIMEDOUT|HOSTUNREACH|NETUNREACH|AI_AGAIN)$|^ENOTFOUND$/.test(code)) return true
-    const message = (current as { message?: unknown }).message
-    if (typeof message === "string" && /connection terminated|connection timeout|Connection ended|timeout exceeded when trying to connect|server closed the connection|Query read timeout/i.test(message)) return true
-    current = (current as { cause?: unknown }).cause
-  }
-  return false
-}
+/** See `StoreError.isOutage` (it lives with the error, where the store can use it too). */
+export const isOutage = StoreErrorOutage

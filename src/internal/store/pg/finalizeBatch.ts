@@ -10,9 +10,11 @@
  * Each attempt keeps its own result: the rows a batch wrote are told apart by id, and an attempt
  * whose row the batch did not match (the claim was lost) gets `false`, as alone. When a batch fails,
  * its writes are retried one by one, so that one bad write (a payload PostgreSQL refuses) fails only
- * its own attempt.
+ * its own attempt; when the server is out of reach, every write of the batch fails at once, and each
+ * caller retries its own.
  */
 import type * as SqlClient from "@effect/sql/SqlClient"
+import * as Cause from "effect/Cause"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
@@ -20,7 +22,7 @@ import * as Queue from "effect/Queue"
 import type * as Scope from "effect/Scope"
 import { counterOf, logOf, stateOf } from "../../job/Outcome.js"
 import { counterKeys, fairOf, type Finalize } from "../JobStore.js"
-import type { StoreError } from "../StoreError.js"
+import { isOutage, type StoreError } from "../StoreError.js"
 import { finalize } from "./finalize.js"
 import { COUNTER_SHARDS, fail } from "./shared.js"
 
@@ -75,7 +77,10 @@ export const finalizeMany = (sql: SqlClient.SqlClient, batch: ReadonlyArray<Fina
   )
 }
 
-/** Writes one batch and settles each of its attempts; a failed batch is retried write by write. */
+/**
+ * Writes one batch and settles each of its attempts. A batch the server rejected is retried write by
+ * write; one that could not reach the server fails every write with that failure.
+ */
 const flush = (sql: SqlClient.SqlClient, batch: ReadonlyArray<Pending>): Effect.Effect<void> => {
   const one = (p: Pending) => Effect.exit(finalize(sql, p.f)).pipe(Effect.flatMap((exit) => Deferred.done(p.done, exit)))
   if (batch.length === 1) return Effect.asVoid(one(batch[0]!))
@@ -83,7 +88,10 @@ const flush = (sql: SqlClient.SqlClient, batch: ReadonlyArray<Pending>): Effect.
     Effect.flatMap((exit) =>
       Exit.isSuccess(exit)
         ? Effect.forEach(batch, (p) => Deferred.succeed(p.done, exit.value.has(p.f.job.id)), { discard: true })
-        : Effect.forEach(batch, one, { discard: true })
+        : isOutage(Cause.squash(exit.cause))
+          ? // the server is out of reach: every write fails alike, and each caller retries its own
+            Effect.forEach(batch, (p) => Deferred.failCause(p.done, exit.cause), { discard: true })
+          : Effect.forEach(batch, one, { discard: true })
     )
   )
 }
