@@ -99,8 +99,8 @@ const flush = (sql: SqlClient.SqlClient, batch: ReadonlyArray<Pending>): Effect.
 /**
  * A batching `JobStoreService.finalize` for the PostgreSQL store, alive for the scope: writes that
  * carry a slot's release on `sql`, and requeues of weighted jobs, go alone through `finalize`; the
- * others queue and leave in batches
- * of up to {@link FINALIZE_BATCH} distinct jobs, {@link FLUSHERS} statements at a time.
+ * others queue and leave in batches of up to {@link FINALIZE_BATCH} distinct jobs, {@link FLUSHERS}
+ * statements at a time.
  */
 export const makeBatchedFinalize = (sql: SqlClient.SqlClient): Effect.Effect<(f: Finalize) => Effect.Effect<boolean, StoreError>, never, Scope.Scope> =>
   Effect.gen(function* () {
