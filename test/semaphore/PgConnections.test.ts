@@ -11,6 +11,7 @@ import * as Scope from "effect/Scope"
 import { lockId } from "../../src/internal/semaphore/lockId.js"
 import { SemaphoreProvider, type Slot, slotName } from "../../src/internal/semaphore/SemaphoreProvider.js"
 import * as SemaphoreProviderPg from "../../src/internal/semaphore/SemaphoreProviderPg.js"
+import { until } from "../support/runtime.js"
 import { sharedDatabase } from "./pg.js"
 
 const db = sharedDatabase()
@@ -330,6 +331,40 @@ describe("PostgreSQL provider: connections", () => {
       expect(max).toBeLessThanOrEqual(2)
       expect(max).toBeGreaterThanOrEqual(1)
       expect(yield* holders(k, 2)).toHaveLength(0)
+    }).pipe(Effect.scoped))
+
+  it.live("a scan that waited for the guard reads the markers as they are after it (a release meanwhile frees the slot)", () =>
+    Effect.gen(function* () {
+      // another holder holds slot 0 of k with its marker, then releases it the way the provider does:
+      // under the guard, lock and marker together, in a transaction it keeps open while the scan waits
+      const k = key("stale")
+      const p = yield* provider({})
+      const id = lockId(slotName(k, 0))
+      const [g1, g2] = SemaphoreProviderPg.guardOf(k)
+      const other = yield* db.client
+      yield* Effect.promise(() => other.query("SELECT pg_advisory_lock($1::bigint)", [id]))
+      yield* Effect.promise(() =>
+        other.query("INSERT INTO warp_semaphore_marker (lock_id, holder, until) VALUES ($1, 'other', now() + interval '1 hour') ON CONFLICT (lock_id) DO UPDATE SET holder = 'other', until = EXCLUDED.until", [id])
+      )
+      yield* Effect.promise(() => other.query("BEGIN"))
+      yield* Effect.promise(() => other.query("SELECT pg_advisory_xact_lock($1::int, $2::int)", [g1, g2]))
+      yield* Effect.promise(() => other.query("DELETE FROM warp_semaphore_marker WHERE lock_id = $1", [id]))
+      yield* Effect.promise(() => other.query("SELECT pg_advisory_unlock($1::bigint)", [id]))
+      // the scan starts (its statement's snapshot still shows the marker) and waits for the guard
+      const scan = yield* Effect.fork(Effect.scoped(Effect.map(p.tryAcquire(k, 1, 0), Option.isSome)))
+      const watcher = yield* db.client
+      yield* until(
+        Effect.promise(() =>
+          watcher.query<{ n: number }>(
+            "SELECT count(*)::int AS n FROM pg_locks WHERE locktype = 'advisory' AND NOT granted AND classid = $1::int::oid AND objid = $2::int::oid AND objsubid = 2",
+            [g1, g2]
+          )
+        ),
+        (r) => r.rows[0]!.n === 1
+      )
+      yield* Effect.promise(() => other.query("COMMIT"))
+      // the slot is free and unmarked once the scan holds the guard: it must be taken
+      expect(yield* Fiber.join(scan)).toBe(true)
     }).pipe(Effect.scoped))
 
   it.live("scans and releases of a name wait for its guard", () =>

@@ -131,7 +131,10 @@ export interface PgProviderOptions {
  *
  * Lock-delay: a slot whose lock is free but whose marker names another holder and has not expired
  * was lost by that holder (its connection died, it did not release), which may still be running: the
- * scan gives the lock back and goes on. The slot taken gets this lane's marker; the marker is written
+ * scan gives the lock back and goes on. The marker is read by `warp_semaphore_marker_blocks`, a
+ * VOLATILE function, so with a snapshot taken after the guard is held: the statement's own snapshot is
+ * taken before it waits for the guard, and could still show the marker of a slot whose holder released
+ * it (lock and marker) while the scan waited — a free slot then read as taken. The slot taken gets this lane's marker; the marker is written
  * with asynchronous commit (a crash of the server just after an acquisition may lose it, which
  * matters only for a holder paused across the crash).
  */
@@ -144,9 +147,7 @@ WITH RECURSIVE scan(i, got, id) AS (
          CASE WHEN NOT pg_try_advisory_lock(${slotAt}) THEN false${
            markers
              ? `
-              WHEN EXISTS (
-                SELECT 1 FROM warp_semaphore_marker m
-                WHERE m.lock_id = ${slotAt} AND m.holder <> $8::text AND m.until > clock_timestamp())
+              WHEN warp_semaphore_marker_blocks(${slotAt}, $8::text)
               THEN NOT pg_advisory_unlock(${slotAt})`
              : ""
          }
@@ -171,6 +172,26 @@ SELECT ($2::int + i) % $3::int AS position,
        CASE WHEN $7::boolean THEN nextval('warp_semaphore_fence')::text END AS fence${markers ? "" : ", $8::text AS holder, $9::float8 AS life"}
 FROM scan WHERE got`
 const SCAN_MARKED = scanText(true)
+
+/**
+ * Creates `warp_semaphore_marker_blocks(lock_id, holder)` unless it exists: whether another holder's
+ * unexpired marker is on the slot. PL/pgSQL and VOLATILE, so never inlined into the scan and each call
+ * reads the markers with a fresh snapshot (see the scan). Several processes may start at once: a
+ * creation that loses the race fails, and the function is there.
+ */
+const markerFunction = (sql: SqlClient.SqlClient): Effect.Effect<boolean> => {
+  const exists = sql`SELECT 1 FROM pg_proc WHERE proname = 'warp_semaphore_marker_blocks' AND pg_function_is_visible(oid)`.pipe(
+    Effect.map((rows) => rows.length > 0),
+    Effect.orElseSucceed(() => false)
+  )
+  const create = sql.unsafe(`CREATE FUNCTION warp_semaphore_marker_blocks(lock bigint, me text) RETURNS boolean
+LANGUAGE plpgsql VOLATILE AS $fn$
+BEGIN
+  RETURN EXISTS (SELECT 1 FROM warp_semaphore_marker m WHERE m.lock_id = lock AND m.holder <> me AND m.until > clock_timestamp());
+END
+$fn$`)
+  return Effect.flatMap(exists, (there) => (there ? Effect.succeed(true) : Effect.zipRight(Effect.ignore(create), exists)))
+}
 const SCAN_PLAIN = scanText(false)
 
 /**
@@ -337,7 +358,7 @@ export const make = (options: PgProviderOptions = {}): Effect.Effect<SemaphorePr
     )
     // lock-delay markers: one table for every slot name, kept by the database; none where it cannot be
     // created (the scan then frees a lost slot at once, as before)
-    const markers = options.lockDelay === false ? false : yield* sql`CREATE TABLE IF NOT EXISTS warp_semaphore_marker (
+    const table = options.lockDelay === false ? false : yield* sql`CREATE TABLE IF NOT EXISTS warp_semaphore_marker (
   lock_id bigint PRIMARY KEY, holder text NOT NULL, until timestamptz NOT NULL)`.pipe(
       Effect.as(true),
       Effect.catchAll(() =>
@@ -347,6 +368,8 @@ export const make = (options: PgProviderOptions = {}): Effect.Effect<SemaphorePr
         )
       )
     )
+    // and the function the scan reads them with (without it, no markers either)
+    const markers = table && (yield* markerFunction(sql))
     // markers left by holders that never came back are overwritten by the slot's next holder; those of
     // slots never taken again are swept here, once per provider start (an hour past their expiry)
     if (markers) {
