@@ -8,7 +8,7 @@ import * as Effect from "effect/Effect"
 import { counterOf, logOf, stateOf } from "../../job/Outcome.js"
 import { counterKeys, fairOf, type Finalize } from "../JobStore.js"
 import type { StoreError } from "../StoreError.js"
-import { bumpCounters, fail, nextTag } from "./shared.js"
+import { bumpCounters, fail, finalizeSet, nextTag } from "./shared.js"
 
 /**
  * `JobStoreService.finalize`: writes the attempt's outcome if this attempt still owns the row (false
@@ -33,13 +33,13 @@ export const finalize = (
   const statement = sql`
         WITH u AS (
           UPDATE warp_jobs
-          SET state = ${state}, metadata = ${JSON.stringify(metadata)}::jsonb,
-              schedule_time = CASE WHEN ${state} IN ('Enqueued', 'Scheduled') AND NOT ${keepsPlace}
-                                   THEN greatest(now(), coalesce(${at}::timestamptz, now())) ELSE schedule_time END,
-              locked_by = NULL, lease_until = NULL, updated_at = now(),
-              attempt = CASE WHEN ${handlerRan} THEN attempt ELSE attempt - 1 END,
-              cancel_requested = CASE WHEN ${state} IN ('Enqueued', 'Scheduled') THEN cancel_requested END,
-              holder_key = NULL${fairTag}
+          SET ${finalizeSet(sql, {
+            state: sql`${state}`,
+            metadata: sql`${JSON.stringify(metadata)}::jsonb`,
+            at: sql`${at}::timestamptz`,
+            keeps: sql`${keepsPlace}`,
+            ran: sql`${handlerRan}`
+          })}${fairTag}
           WHERE id = ${job.id} AND state = 'Processing' AND locked_by = ${workerId} AND attempt = ${job.attempt}
           RETURNING id
         ), l AS (

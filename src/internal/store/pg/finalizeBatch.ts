@@ -24,7 +24,7 @@ import { counterOf, logOf, stateOf } from "../../job/Outcome.js"
 import { counterKeys, fairOf, type Finalize } from "../JobStore.js"
 import { isOutage, type StoreError } from "../StoreError.js"
 import { finalize } from "./finalize.js"
-import { COUNTER_SHARDS, fail } from "./shared.js"
+import { COUNTER_SHARDS, fail, finalizeSet } from "./shared.js"
 
 /** At most this many writes in one batched statement. */
 export const FINALIZE_BATCH = 64
@@ -53,13 +53,7 @@ export const finalizeMany = (sql: SqlClient.SqlClient, batch: ReadonlyArray<Fina
         ) AS x(id, worker, attempt, state, metadata, at, keeps, ran, kind, message, keys)
       ), u AS (
         UPDATE warp_jobs j
-        SET state = x.state, metadata = x.metadata,
-            schedule_time = CASE WHEN x.state IN ('Enqueued', 'Scheduled') AND NOT x.keeps
-                                 THEN greatest(now(), coalesce(x.at, now())) ELSE j.schedule_time END,
-            locked_by = NULL, lease_until = NULL, updated_at = now(),
-            attempt = CASE WHEN x.ran THEN j.attempt ELSE j.attempt - 1 END,
-            cancel_requested = CASE WHEN x.state IN ('Enqueued', 'Scheduled') THEN j.cancel_requested END,
-            holder_key = NULL,
+        SET ${finalizeSet(sql, { state: sql`x.state`, metadata: sql`x.metadata`, at: sql`x.at`, keeps: sql`x.keeps`, ran: sql`x.ran` }, "j.")},
             fair_tag = CASE WHEN x.state IN ('Enqueued', 'Scheduled') AND NOT x.keeps THEN NULL ELSE j.fair_tag END
         FROM x
         WHERE j.id = x.id AND j.state = 'Processing' AND j.locked_by = x.worker AND j.attempt = x.attempt

@@ -65,6 +65,33 @@ export const bumpCounters = (sql: SqlClient.SqlClient, rows: Statement.Fragment,
     SELECT k, ${Math.floor(Math.random() * COUNTER_SHARDS)}, 1 FROM ${rows}, ${keys} AS k
     ON CONFLICT (key, shard) DO UPDATE SET value = warp_counters.value + 1`
 
+/**
+ * The columns a finalizing write sets on the row it still owns, from the attempt's values as SQL
+ * fragments (`state`, `metadata`, `at`: a requeue's time or null, `keeps`: the requeue keeps its place,
+ * `ran`: the handler ran in this claim); `row` qualifies the row's own columns (`"j."` in an
+ * `UPDATE … FROM`). Shared by the single finalizing statement and the batched one.
+ */
+export const finalizeSet = (
+  sql: SqlClient.SqlClient,
+  v: {
+    readonly state: Statement.Fragment
+    readonly metadata: Statement.Fragment
+    readonly at: Statement.Fragment
+    readonly keeps: Statement.Fragment
+    readonly ran: Statement.Fragment
+  },
+  row: "" | "j." = ""
+) => {
+  const own = (column: string) => sql.literal(`${row}${column}`)
+  return sql`state = ${v.state}, metadata = ${v.metadata},
+              schedule_time = CASE WHEN ${v.state} IN ('Enqueued', 'Scheduled') AND NOT ${v.keeps}
+                                   THEN greatest(now(), coalesce(${v.at}, now())) ELSE ${own("schedule_time")} END,
+              locked_by = NULL, lease_until = NULL, updated_at = now(),
+              attempt = CASE WHEN ${v.ran} THEN ${own("attempt")} ELSE ${own("attempt")} - 1 END,
+              cancel_requested = CASE WHEN ${v.state} IN ('Enqueued', 'Scheduled') THEN ${own("cancel_requested")} END,
+              holder_key = NULL`
+}
+
 /** A row's concurrency key as text, spelled as the partial indexes spell it. */
 export const keyOf = (sql: SqlClient.SqlClient) => sql`(metadata #>> '{policies,concurrency,value,key}')`
 
