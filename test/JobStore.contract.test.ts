@@ -51,6 +51,23 @@ const submit = (rows: ReadonlyArray<NewJob>) => Effect.flatMap(JobStore, (store)
 
 const ids = (jobs: ReadonlyArray<{ readonly id: string }>) => jobs.map((j) => j.id)
 
+/**
+ * The rows of the fair-merge tests, inserted: hot (weight 1) tags 1..6 at -6000 .. -1000 ms; c (weight 3),
+ * inserted after, tags 1.33 and 1.67 at -500, -400 ms; three rows without a weight at -5500, -2500, -50 ms.
+ */
+const mergeRows = Effect.gen(function* () {
+  const store = yield* JobStore
+  const t = Date.now()
+  const at = (ms: number) => new Date(t - ms)
+  const hot = [6000, 5000, 4000, 3000, 2000, 1000].map((ms) => fairJob("hot", 1, { scheduleTime: at(ms) }))
+  const c = [500, 400].map((ms) => fairJob("c", 3, { scheduleTime: at(ms) }))
+  const plain = [5500, 2500, 50].map((ms) => newJob({ scheduleTime: at(ms) }))
+  yield* store.insert(hot)
+  yield* store.insert(c)
+  yield* store.insert(plain)
+  return { hot, c, plain }
+})
+
 // One contract, run against every store implementation.
 for (const [name, makeLayer] of stores) {
   describe(`JobStore contract: ${name}`, () => {
@@ -604,16 +621,7 @@ for (const [name, makeLayer] of stores) {
 
     it.live("fair share: fair rows go in tag order; another row is claimed once it is older than every due fair row left", () =>
       Effect.gen(function* () {
-        const store = yield* JobStore
-        const t = Date.now()
-        const at = (ms: number) => new Date(t - ms)
-        // hot (weight 1): tags 1..6 at -6000 .. -1000; c (weight 3), inserted after: tags 1.33, 1.67 at -500, -400
-        const hot = [6000, 5000, 4000, 3000, 2000, 1000].map((ms) => fairJob("hot", 1, { scheduleTime: at(ms) }))
-        const c = [500, 400].map((ms) => fairJob("c", 3, { scheduleTime: at(ms) }))
-        const plain = [5500, 2500, 50].map((ms) => newJob({ scheduleTime: at(ms) }))
-        yield* store.insert(hot)
-        yield* store.insert(c)
-        yield* store.insert(plain)
+        const { c, hot, plain } = yield* mergeRows
         // each claim: the fair class competes by the ScheduleTime of its oldest due row, and serves its rows
         // by tag — so c's rows run early, and the plain row at -2500 waits for the hot rows older than it
         const expected = [hot[0]!, plain[0]!, c[0]!, c[1]!, hot[1]!, hot[2]!, hot[3]!, plain[1]!, hot[4]!, hot[5]!, plain[2]!].map((j) => j.id)
@@ -623,14 +631,7 @@ for (const [name, makeLayer] of stores) {
     it.live("fair share: one fetch merges the k-th fair row by tag at the k-th oldest fair ScheduleTime", () =>
       Effect.gen(function* () {
         const store = yield* JobStore
-        const t = Date.now()
-        const at = (ms: number) => new Date(t - ms)
-        const hot = [6000, 5000, 4000, 3000, 2000, 1000].map((ms) => fairJob("hot", 1, { scheduleTime: at(ms) }))
-        const c = [500, 400].map((ms) => fairJob("c", 3, { scheduleTime: at(ms) }))
-        const plain = [5500, 2500, 50].map((ms) => newJob({ scheduleTime: at(ms) }))
-        yield* store.insert(hot)
-        yield* store.insert(c)
-        yield* store.insert(plain)
+        const { c, hot, plain } = yield* mergeRows
         // places: -6000 F, -5500 p0, -5000 F, -4000 F, -3000 F, -2500 p1, -2000 F; F by tag: hot0, c0, c1, hot1, hot2
         const got = yield* store.fetch("w", 7, lease)
         expect(new Set(ids(got))).toEqual(new Set(ids([hot[0]!, plain[0]!, c[0]!, c[1]!, hot[1]!, plain[1]!, hot[2]!])))
