@@ -2,7 +2,8 @@
  * Weighted fair share on PostgreSQL (issue 17, item 2): the skewed workload — one key with 10^4 queued
  * jobs, enqueued first, and 100 keys with 10 each; every key `Semaphore(key, 10, "Wait")`, one worker of
  * 8 lanes, no-op handlers (`HANDLER_MS` for a sleep) — run without weights (ScheduleTime order, today)
- * and with weight 1 on every key (fair share). Prints, per run:
+ * and with weight 1 on every key (fair share); `TOTAL=n` adds a total cap of n over every key (group
+ * "all"), so that the keys compete for the cap rather than for the lanes. Prints, per run:
  *
  * - the insert cost: time to enqueue the 11,000 jobs (two `enqueueMany` calls), and to enqueue 1,000
  *   more one at a time (the single-row insert, tagged in its statement too);
@@ -39,6 +40,8 @@ const LANES = Number(process.env.LANES ?? 8)
 const BATCH = 8
 const LIMIT = Number(process.env.LIMIT ?? 10)
 const HANDLER_MS = Number(process.env.HANDLER_MS ?? 0)
+/** A total cap over every key (group "all"), so that the keys compete for it rather than for the lanes. */
+const TOTAL = process.env.TOTAL === undefined ? undefined : Number(process.env.TOTAL)
 
 const Item = Contract.job("FairShareBench", Schema.Struct({ key: Schema.String, i: Schema.Number }))
 
@@ -81,7 +84,11 @@ const env = (url: string, handlers: ReadonlyArray<Handler.JobHandler<any, any, n
     Layer.provideMerge(PgClient.layer({ url: Redacted.make(url), maxConnections: 30 }))
   )
 
-const paramsOf = (weighted: boolean) => (key: string) => JobParameters.make().withSemaphore(key, LIMIT, "Wait", weighted ? { weight: 1 } : undefined)
+const paramsOf = (weighted: boolean) => (key: string) =>
+  JobParameters.make().withSemaphore(key, LIMIT, "Wait", {
+    ...(weighted ? { weight: 1 } : {}),
+    ...(TOTAL === undefined ? {} : { total: { group: "all", limit: TOTAL } })
+  })
 
 /** Enqueues the workload: the hot key first, then the cold keys (interleaved); ms taken. */
 const enqueueAll = (weighted: boolean) =>
@@ -165,12 +172,13 @@ const report = async (weighted: boolean) => {
   const cold = starts.map((s, position) => ({ ...s, position })).filter((s) => s.key !== "hot")
   // the bound of the i-th job (1-based) of a cold key, in jobs started before it: its own key's i - 1,
   // every other key f at most min(jobs of f, i + 1), and L
+  // (with a total cap: L is the lanes' batches all the same; requeues for the full group keep their tag)
   const L = LANES * BATCH
   const boundOf = (i: number) => i - 1 + Math.min(HOT, i + 1) + (COLD_KEYS - 1) * Math.min(COLD, i + 1) + L
   const over = cold.filter((s) => s.position > boundOf(s.i + 1)).length
   const rate = (HOT + COLD_KEYS * COLD) / (drainMs / 1000)
   const worst = boundOf(COLD)
-  console.log(`\n== ${label}`)
+  console.log(`\n== ${label}${TOTAL === undefined ? "" : `, total cap ${TOTAL} over every key`}`)
   console.log(`enqueue ${HOT + COLD_KEYS * COLD} jobs (2 enqueueMany): ${c.enqueueMs.toFixed(0)} ms; 1,000 single enqueues: ${c.singleMs.toFixed(0)} ms (${(c.singleMs / 1000).toFixed(2)} ms each)`)
   console.log(`claim (fetch of ${BATCH} + finalizes, one fiber, 300 in a row): ${c.claimMs.toFixed(2)} ms each`)
   console.log(`Jain's index of per-key throughput while all ${totals.size} keys are backlogged: ${jain([...counts.values()]).toFixed(4)} (window: ${windowJobs} jobs)`)

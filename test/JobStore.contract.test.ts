@@ -659,6 +659,31 @@ for (const [name, makeLayer] of stores) {
         expect(ids(yield* claimAll())).toEqual([h[1]!.id, h[2]!.id, h[3]!.id, h[0]!.id])
       }).pipe(Effect.provide(makeLayer())))
 
+    it.live("fair share: a requeue that keeps its tag (its group was full) keeps it, and its ScheduleTime is now", () =>
+      Effect.gen(function* () {
+        const store = yield* JobStore
+        const h = Array.from({ length: 6 }, () => fairJob("hot", 1))
+        yield* store.insert(h)
+        const got = yield* store.fetch("w", 3, lease)
+        expect(ids(got)).toEqual(ids(h.slice(0, 3)))
+        const before = Date.now()
+        // written together (the PostgreSQL store may batch them)
+        yield* Effect.forEach(
+          got,
+          (job) =>
+            store.finalize({ job, workerId: "w", outcome: Outcome.Requeued({ reason: "Requeued — group 'g' full (2 slots)", keepsTag: true }), metadata: job.metadata }),
+          { concurrency: "unbounded" }
+        )
+        for (const job of got) {
+          const row = Option.getOrThrow(yield* store.get(job.id)).job
+          expect(row.fairTag).toBe(job.fairTag)
+          expect(row.state).toBe("Enqueued")
+          expect(row.scheduleTime.getTime()).toBeGreaterThanOrEqual(before - 1000)
+        }
+        // still ahead of the rest of their flow
+        expect(ids(yield* claimAll())).toEqual(ids(h))
+      }).pipe(Effect.provide(makeLayer())))
+
     it.live("fair share: a requeue whose written policy has no weight leaves fair share; rows without a weight never get a tag", () =>
       Effect.gen(function* () {
         const store = yield* JobStore

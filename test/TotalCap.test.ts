@@ -92,6 +92,35 @@ for (const [name, env] of setups) {
           }
         }).pipe(Effect.provide(env([handler])))
       }))
+
+    it.live("Wait with weights: a job requeued because its group is full keeps its fair-share tag (not served, not charged)", () =>
+      Effect.gen(function* () {
+        const release = yield* Deferred.make<void>()
+        const handler = Handler.job(Export, () => Deferred.await(release))
+        return yield* Effect.gen(function* () {
+          const p = yield* Publisher.Publisher
+          // four keys of one job each, in a group of 2: two run (and stay inside), two find the group full
+          const ids = yield* Effect.forEach(["a", "b", "c", "d"], (tenant, i) =>
+            p.enqueue(Export, { tenant, i }, JobParameters.make().withSemaphore(tenant, 1, "Wait", { total: { group: "pair", limit: 2 }, weight: 1 }))
+          )
+          const tags = Effect.map(Effect.forEach(ids, detail), (ds) => ds.map((d) => d.job.fairTag))
+          const before = yield* tags
+          expect(before.every((t) => typeof t === "number")).toBe(true)
+          const groupRequeues = Effect.map(Effect.forEach(ids, detail), (ds) =>
+            ds.flatMap((d) => d.logs.filter((l) => l.message === groupRequeuedText("pair", 2))).length
+          )
+          yield* Effect.scoped(
+            Worker.make({ addons: [Concurrency.addon], concurrency: 4, pollInterval: "5 millis" }).pipe(
+              // several requeues each (a requeue that took a new tag would step it by 1 / weight every time)
+              Effect.zipRight(until(groupRequeues, (n) => n >= 6, 30_000)),
+              Effect.zipRight(Effect.map(tags, (t) => expect(t).toEqual(before))),
+              Effect.zipRight(Deferred.succeed(release, undefined)),
+              Effect.zipRight(drained(30_000))
+            )
+          )
+          expect((yield* Effect.forEach(ids, stateOf)).every((s) => s === "Succeeded")).toBe(true)
+        }).pipe(Effect.provide(env([handler])))
+      }))
   })
 }
 

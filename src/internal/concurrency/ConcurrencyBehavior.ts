@@ -197,7 +197,8 @@ export const make = (provider: SemaphoreProviderService, manager: ConcurrencyLim
                 if (Option.isNone(group)) {
                   return dropsNewcomer(policy.mode)
                     ? Outcome.Deleted({ reason: groupCancelledText(total.group, total.limit) })
-                    : Outcome.Requeued({ reason: groupRequeuedText(total.group, total.limit) })
+                    : // not served: a weighted job keeps its fair-share tag (waiting for the group costs its key no share)
+                      Outcome.Requeued({ reason: groupRequeuedText(total.group, total.limit), keepsTag: true })
                 }
                 held.push([group.value, `Slot of group '${total.group}'`])
               }

@@ -15,12 +15,20 @@ import type { JobState } from "./JobState.js"
  *   `keepsPlace`: the run was lost to the runtime, not sent back by a policy (its slot was lost or
  *   lapsed, its claim lapsed, its worker stopped): the job keeps its place in line (its ScheduleTime
  *   stays), so that it runs again before the jobs queued behind it.
+ *   `keepsTag`: the job was not served (its total cap's group was full): a weighted job keeps its
+ *   fair-share tag, so that waiting for the group costs its key no share; its ScheduleTime is set as
+ *   for any requeue.
  */
 export type Outcome = Data.TaggedEnum<{
   Succeeded: {}
   Failed: { readonly error: string }
   Deleted: { readonly reason: string }
-  Requeued: { readonly reason: string; readonly at?: Date | undefined; readonly keepsPlace?: boolean | undefined }
+  Requeued: {
+    readonly reason: string
+    readonly at?: Date | undefined
+    readonly keepsPlace?: boolean | undefined
+    readonly keepsTag?: boolean | undefined
+  }
 }>
 
 /** Constructors and matchers for {@link Outcome}. */

@@ -232,7 +232,7 @@ export interface JobStoreService {
    *
    * Fair share: a row whose concurrency policy carries a weight (see {@link fairOf}) gets a tag at insert
    * (see {@link fairTagOf}) and a new one at the back of its flow when it is requeued (not when the
-   * requeue keeps its place). Due fair rows are claimed in tag order, merged with the other rows as
+   * requeue keeps its place or its tag, see {@link retagsOn}). Due fair rows are claimed in tag order, merged with the other rows as
    * {@link fairMerge} says: the other rows keep ScheduleTime order.
    */
   readonly fetch: (
@@ -420,6 +420,14 @@ export const fairOf = (metadata: unknown): { readonly flow: string; readonly wei
  * does not hold V back (only due rows count), and once due it ranks by that old tag — ahead of rows
  * tagged since, by up to the service its flow was owed when it was inserted.
  */
+/**
+ * Whether a finalizing write of `outcome` (into `state`) gives a weighted row a new tag at the back of
+ * its flow: a requeue does, unless it keeps its place or its tag (see `Outcome.Requeued`).
+ */
+export const retagsOn = (outcome: Outcome, state: JobState): boolean =>
+  (state === "Enqueued" || state === "Scheduled") &&
+  !(outcome._tag === "Requeued" && (outcome.keepsPlace === true || outcome.keepsTag === true))
+
 export const fairTagOf = (virtual: number, last: number | undefined, weight: number): number => Math.max(virtual, last ?? -Infinity) + 1 / weight
 
 const byTimeThenId = (a: Job, b: Job) => a.scheduleTime.getTime() - b.scheduleTime.getTime() || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0)

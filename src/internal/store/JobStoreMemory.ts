@@ -34,7 +34,8 @@ import {
   operatorTo,
   type SlotAuditFinding,
   type WorkerInfo,
-  type WorkerReport
+  type WorkerReport,
+  retagsOn
 } from "./JobStore.js"
 import * as SemaphoreProviderMemory from "../semaphore/SemaphoreProviderMemory.js"
 import * as KeyInsightMemory from "./KeyInsightMemory.js"
@@ -205,10 +206,10 @@ export const make = Effect.flatMap(SemaphoreProviderMemory.make, (locks) => Effe
         if (cur === undefined || cur.state !== "Processing" || cur.lockedBy !== workerId || cur.attempt !== job.attempt) return false
         const state = stateOf(outcome, at)
         const pending = state === "Enqueued" || state === "Scheduled"
-        const keepsPlace = outcome._tag === "Requeued" && outcome.keepsPlace === true
-        // a requeue goes to the back of its flow (a new tag), unless it keeps its place
-        const fair = pending && !keepsPlace ? fairOf(metadata) : undefined
-        const fairTag = !pending ? cur.fairTag : keepsPlace ? cur.fairTag : fair === undefined ? undefined : fairTagOf(virtualTime(at), lastTag(fair.flow), fair.weight)
+        // a requeue goes to the back of its flow (a new tag), unless it keeps its place or its tag
+        const retag = retagsOn(outcome, state)
+        const fair = retag ? fairOf(metadata) : undefined
+        const fairTag = !retag ? cur.fairTag : fair === undefined ? undefined : fairTagOf(virtualTime(at), lastTag(fair.flow), fair.weight)
         const when =
           outcome._tag === "Requeued" && outcome.keepsPlace === true
             ? cur.scheduleTime

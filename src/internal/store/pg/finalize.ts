@@ -6,7 +6,7 @@
 import type * as SqlClient from "@effect/sql/SqlClient"
 import * as Effect from "effect/Effect"
 import { counterOf, logOf, stateOf } from "../../job/Outcome.js"
-import { counterKeys, fairOf, type Finalize } from "../JobStore.js"
+import { counterKeys, fairOf, type Finalize, retagsOn } from "../JobStore.js"
 import type { StoreError } from "../StoreError.js"
 import { bumpCounters, fail, finalizeSet, nextTag } from "./shared.js"
 
@@ -24,8 +24,8 @@ export const finalize = (
   const keepsPlace = outcome._tag === "Requeued" && outcome.keepsPlace === true
   const keys = JSON.stringify(counterKeys(counterOf(outcome), job.type))
   // a requeue goes to the back of its fair-share flow (a new tag, from the metadata written now), unless
-  // it keeps its place (the tag stays); a row that is no longer weighted loses its tag
-  const retag = (state === "Enqueued" || state === "Scheduled") && !keepsPlace
+  // it keeps its place or its tag (the tag stays); a row that is no longer weighted loses its tag
+  const retag = retagsOn(outcome, state)
   const fair = retag ? fairOf(metadata) : undefined
   const fairTag = !retag ? sql`` : fair === undefined ? sql`, fair_tag = NULL` : sql`, fair_tag = ${nextTag(sql, sql`${fair.flow}::text`, sql`${fair.weight}::float8`)}`
   // the slot's release, fused into this statement when it is held on a connection of this client

@@ -21,7 +21,7 @@ import * as Exit from "effect/Exit"
 import * as Queue from "effect/Queue"
 import type * as Scope from "effect/Scope"
 import { counterOf, logOf, stateOf } from "../../job/Outcome.js"
-import { counterKeys, fairOf, type Finalize } from "../JobStore.js"
+import { counterKeys, fairOf, type Finalize, retagsOn } from "../JobStore.js"
 import { isOutage, type StoreError } from "../StoreError.js"
 import { finalize } from "./finalize.js"
 import { COUNTER_SHARDS, fail, finalizeSet } from "./shared.js"
@@ -48,13 +48,14 @@ export const finalizeMany = (sql: SqlClient.SqlClient, batch: ReadonlyArray<Fina
           ${col((f) => f.job.id)}::text[], ${col((f) => f.workerId)}::text[], ${col((f) => f.job.attempt)}::int[],
           ${col((f) => stateOf(f.outcome, now))}::text[], ${col((f) => JSON.stringify(f.metadata))}::jsonb[], ${col(at)}::timestamptz[],
           ${col((f) => f.outcome._tag === "Requeued" && f.outcome.keepsPlace === true)}::bool[], ${col((f) => f.handlerRan ?? true)}::bool[],
+          ${col((f) => retagsOn(f.outcome, stateOf(f.outcome, now)))}::bool[],
           ${col((f) => logOf(f.outcome).kind)}::text[], ${col((f) => logOf(f.outcome).message)}::text[],
           ${col((f) => JSON.stringify(counterKeys(counterOf(f.outcome), f.job.type)))}::jsonb[]
-        ) AS x(id, worker, attempt, state, metadata, at, keeps, ran, kind, message, keys)
+        ) AS x(id, worker, attempt, state, metadata, at, keeps, ran, retag, kind, message, keys)
       ), u AS (
         UPDATE warp_jobs j
         SET ${finalizeSet(sql, { state: sql`x.state`, metadata: sql`x.metadata`, at: sql`x.at`, keeps: sql`x.keeps`, ran: sql`x.ran` }, "j.")},
-            fair_tag = CASE WHEN x.state IN ('Enqueued', 'Scheduled') AND NOT x.keeps THEN NULL ELSE j.fair_tag END
+            fair_tag = CASE WHEN x.retag THEN NULL ELSE j.fair_tag END
         FROM x
         WHERE j.id = x.id AND j.state = 'Processing' AND j.locked_by = x.worker AND j.attempt = x.attempt
         RETURNING j.id, x.kind, x.message, x.keys
@@ -120,9 +121,7 @@ export const makeBatchedFinalize = (sql: SqlClient.SqlClient): Effect.Effect<(f:
     for (let i = 0; i < FLUSHERS; i++) yield* Effect.forkScoped(flusher)
     const alone = (f: Finalize) => {
       if (f.release !== undefined && f.release.client === sql) return true
-      const state = stateOf(f.outcome, new Date())
-      const keeps = f.outcome._tag === "Requeued" && f.outcome.keepsPlace === true
-      return (state === "Enqueued" || state === "Scheduled") && !keeps && fairOf(f.metadata) !== undefined
+      return retagsOn(f.outcome, stateOf(f.outcome, new Date())) && fairOf(f.metadata) !== undefined
     }
     return (f: Finalize) =>
       alone(f)
