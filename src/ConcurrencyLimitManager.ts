@@ -1,6 +1,7 @@
 /**
  * Admin overrides of concurrency limits: sticky rows (`warp_concurrency_limits`); precedence admin row
- * > declared limit > 1.
+ * > declared limit > 1. Total caps have overrides of their own, per group
+ * (`warp_concurrency_group_limits`): admin row > declared `total.limit`.
  *
  * @since 0.1.0
  */
@@ -21,6 +22,23 @@ export const ConcurrencyLimit = internal.ConcurrencyLimit
  * @category models
  */
 export type ConcurrencyLimit = internal.ConcurrencyLimit
+
+/**
+ * One admin override of a total cap: the limit in force for a group (the `group` of
+ * `total: { group, limit }` declarations) instead of the declared `limit`.
+ *
+ * @since 0.3.0
+ * @category models
+ */
+export const ConcurrencyGroupLimit = internal.ConcurrencyGroupLimit
+
+/**
+ * One admin override of a total cap.
+ *
+ * @since 0.3.0
+ * @category models
+ */
+export type ConcurrencyGroupLimit = internal.ConcurrencyGroupLimit
 
 /**
  * How long an override applies: `expiresAt` (an instant) or `expiresIn` (a duration from the write, on

@@ -226,7 +226,7 @@ for (const [name, env] of runtimes) {
 }
 
 describe("the dashboard's concurrency page", () => {
-  it("shows each override's expiry ('never' for a sticky one)", () => {
+  it("shows each override's expiry ('never' for a sticky one), of keys and of groups", () => {
     const at = new Date("2030-01-02T03:04:05Z")
     const page = Pages.concurrencyPage(
       { prefix: "/warp", concurrency: true },
@@ -235,12 +235,14 @@ describe("the dashboard's concurrency page", () => {
           new ConcurrencyLimitManager.ConcurrencyLimit({ key: "a", slots: 2, updatedAt: new Date(0), expiresAt: at }),
           new ConcurrencyLimitManager.ConcurrencyLimit({ key: "b", slots: 3, updatedAt: new Date(0) })
         ],
+        groups: [new ConcurrencyLimitManager.ConcurrencyGroupLimit({ group: "g", slots: 4, updatedAt: new Date(0), expiresAt: at })],
         token: undefined,
         fieldName: "csrf"
       }
     ).toString()
     expect(page).toContain("<th>Expires</th>")
     const cells = [...page.matchAll(/data-testid="expires">([^<]*)</g)].map((m) => m[1])
-    expect(cells).toEqual([Pages.time(at), "never"])
+    expect(cells).toEqual([Pages.time(at), "never", Pages.time(at)])
+    expect(page).toContain('data-group="g"')
   })
 })

@@ -415,7 +415,11 @@ describe("ConcurrencyLimitResolver", () => {
       addOrUpdateLimit: () => Effect.void,
       removeLimit: () => Effect.succeed(false),
       list: Effect.succeed([]),
-      get: () => Effect.fail(new ConcurrencyLimitManager.LimitStoreError({ operation: "get", cause: "down" }))
+      get: () => Effect.fail(new ConcurrencyLimitManager.LimitStoreError({ operation: "get", cause: "down" })),
+      addOrUpdateGroupLimit: () => Effect.void,
+      removeGroupLimit: () => Effect.succeed(false),
+      listGroupLimits: Effect.succeed([]),
+      getGroupLimit: () => Effect.succeed(Option.none())
     })
     return Effect.gen(function* () {
       const resolver = yield* ConcurrencyLimitResolver.make(yield* Limits)

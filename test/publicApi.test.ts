@@ -98,7 +98,7 @@ const EXPECTED = {
     "Concurrency", "Concurrency.ConcurrencyDraft", "Concurrency.ConcurrencyMetadata", "Concurrency.ConcurrencyMode", "Concurrency.ConcurrencyOptions", "Concurrency.ConcurrencyPolicy", "Concurrency.LimitFrom", "Concurrency.Mutex", "Concurrency.Semaphore", "Concurrency.TotalCap", "Concurrency.addon", "Concurrency.layer", "Concurrency.layerMemoryLimits", "Concurrency.layerWithoutMigrations",
     "ConcurrencyBehavior", "ConcurrencyBehavior.GateResult", "ConcurrencyBehavior.cancelledText", "ConcurrencyBehavior.gate", "ConcurrencyBehavior.gateTotal", "ConcurrencyBehavior.requeuedText",
     "ConcurrencyDraft",
-    "ConcurrencyLimitManager", "ConcurrencyLimitManager.ConcurrencyLimit", "ConcurrencyLimitManager.ConcurrencyLimitManager", "ConcurrencyLimitManager.ConcurrencyLimitManagerService", "ConcurrencyLimitManager.LimitExpiry", "ConcurrencyLimitManager.LimitStoreError", "ConcurrencyLimitManager.layerMemory", "ConcurrencyLimitManager.layerPg", "ConcurrencyLimitManager.layerPgWithoutMigrations",
+    "ConcurrencyLimitManager", "ConcurrencyLimitManager.ConcurrencyGroupLimit", "ConcurrencyLimitManager.ConcurrencyLimit", "ConcurrencyLimitManager.ConcurrencyLimitManager", "ConcurrencyLimitManager.ConcurrencyLimitManagerService", "ConcurrencyLimitManager.LimitExpiry", "ConcurrencyLimitManager.LimitStoreError", "ConcurrencyLimitManager.layerMemory", "ConcurrencyLimitManager.layerPg", "ConcurrencyLimitManager.layerPgWithoutMigrations",
     "ConcurrencyMetadata",
     "ConcurrencyMode",
     "ConcurrencyOptions",

@@ -116,7 +116,7 @@ describe.skipIf(!available)("dashboard in a browser", () => {
     const page = await browser.newPage()
     await page.goto(`${withAddon.url}/concurrency`)
     expect(await rows()).toEqual([])
-    const create = page.locator("form.create")
+    const create = page.locator('form.create[data-overrides="key"]')
 
     await create.getByLabel("Key").fill("payment-api")
     await create.getByLabel("Slots").fill("10")
@@ -160,7 +160,7 @@ describe.skipIf(!available)("dashboard in a browser", () => {
     const page = await browser.newPage()
     await page.goto(`${withAddon.url}/concurrency`)
     const before = await rows()
-    const create = page.locator("form.create")
+    const create = page.locator('form.create[data-overrides="key"]')
     await create.getByLabel("Key").fill("   ")
     await create.getByLabel("Slots").fill("4")
     await create.getByRole("button", { name: "Save limit" }).click()

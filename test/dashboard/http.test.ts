@@ -14,7 +14,7 @@ import { createHash } from "node:crypto"
 import { createServer } from "node:http"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import * as Csrf from "../../src/internal/dashboard/Csrf.js"
-import { type NewJob, StoreError } from "warp-effect"
+import { JobParameters, type NewJob, Publisher, StoreError } from "warp-effect"
 import * as JobId from "../../src/internal/job/JobId.js"
 import * as F from "./fixture.js"
 import * as ReadmeExample from "../../examples/readme/dashboard.js"
@@ -259,7 +259,7 @@ describe("authorization", () => {
 
     const allowed = await session(admin.url)
     expect(allowed.body).not.toContain("Writes are disabled.")
-    expect(allowed.body).toContain('<form class="create" method="post" action="/warp/concurrency">')
+    expect(allowed.body).toContain('<form class="create" method="post" action="/warp/concurrency" data-overrides="key">')
     const accepted = await post(admin.url, { action: "save", key: "hooked", slots: "4", _csrf: m.token }, { ...adminHeader, cookie: m.cookie })
     expect(accepted.status).toBe(303)
     expect(await rows()).toContainEqual({ key: "hooked", slots: 4 })
@@ -270,6 +270,54 @@ describe("authorization", () => {
     const again = await post(admin.url, { action: "delete", key: "hooked", _csrf: m.token }, { ...adminHeader, cookie: m.cookie })
     expect(again.headers.get("location")).toBe("/warp/concurrency")
     expect(await flashText(again, m.cookie)).toContain("There was no override of &#39;hooked&#39;")
+  })
+})
+
+describe("group overrides (total caps)", () => {
+  it("are listed, saved, edited and deleted from the page, behind the token; bad input is 400 and writes nothing", async () => {
+    const groups = () => app.run(Effect.flatMap(F.ConcurrencyLimitManager, (m) => m.listGroupLimits)).then((gs) => gs.map((g) => [g.group, g.slots]))
+    const s = await session(admin.url)
+    expect(s.body).toContain("No group overrides")
+    const headers = { ...adminHeader, cookie: s.cookie }
+    const saved = await post(admin.url, { action: "save-group", group: "exports", slots: "3", _csrf: s.token! }, headers)
+    expect(saved.status).toBe(303)
+    expect(await flashText(saved, s.cookie)).toContain("Saved: group &#39;exports&#39; is now capped at 3 slots in total")
+    expect(await groups()).toEqual([["exports", 3]])
+    const page = (await session(admin.url)).body
+    expect(page).toContain('<tr data-group="exports">')
+    expect(page).toMatch(/name="action" value="save-group"><input type="hidden" name="group" value="exports"><input type="number" name="slots" min="1" step="1" required value="3"/)
+    // the key of the same name is apart
+    expect(await rows()).not.toContainEqual({ key: "exports", slots: 3 })
+    for (const [fields, message] of [
+      [{ action: "save-group", group: "", slots: "3" }, /Group: Group must not be empty/],
+      [{ action: "save-group", group: "exports", slots: "0" }, /Slots: /],
+      [{ action: "delete-group", group: "  " }, /Group: Group must not be empty/]
+    ] as const) {
+      const response = await post(admin.url, { ...fields, _csrf: s.token! }, headers)
+      expect(response.status, JSON.stringify(fields)).toBe(400)
+      expect(await response.text(), JSON.stringify(fields)).toMatch(message)
+    }
+    expect(await groups()).toEqual([["exports", 3]])
+    // a read-only session cannot write it
+    const m = Csrf.make({ secret })
+    const nonce = m.nonce()
+    const refused = await post(readOnly.url, { action: "delete-group", group: "exports", _csrf: m.token(nonce) }, { cookie: `warp_csrf=${nonce}` })
+    expect(refused.status).toBe(403)
+    expect(await groups()).toEqual([["exports", 3]])
+    // a job of the group shows its total cap, the group's override and its weight
+    const id = await app.run(
+      Effect.flatMap(Publisher.Publisher, (p) =>
+        p.enqueue(F.SyncLedger, { account: "grouped" }, JobParameters.make().withSemaphore("ledger-grouped", 2, "Wait", { total: { group: "exports", limit: 2 }, weight: 2 }))
+      )
+    )
+    const job = await (await get(`${admin.url}/jobs/${id}`, adminHeader)).text()
+    expect(job).toMatch(/data-testid="total-cap">Total cap: group <span class="mono">exports<\/span> · declared 2 slots · <strong>admin override: 3 slots<\/strong>/)
+    expect(job).toContain('data-testid="weight">Fair share: weight 2')
+    const deleted = await post(admin.url, { action: "delete-group", group: "exports", _csrf: s.token! }, headers)
+    expect(await flashText(deleted, s.cookie)).toContain("Deleted the override of group &#39;exports&#39;")
+    expect(await groups()).toEqual([])
+    // the job leaves the shared fixture as it was (other tests count its jobs)
+    await app.run(Effect.flatMap(SqlClient.SqlClient, (sql) => sql`DELETE FROM warp_jobs WHERE id = ${id}`))
   })
 })
 

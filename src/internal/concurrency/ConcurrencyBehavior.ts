@@ -190,15 +190,17 @@ export const make = (provider: SemaphoreProviderService, manager: ConcurrencyLim
               // what the attempt holds, each with how its loss or lapse is told
               const held: Array<readonly [Slot, string]> = [[slot, `Slot of '${key}'`]]
               if (total !== undefined) {
-                const group = yield* provider.tryAcquire(TOTAL_PREFIX + total.group, total.limit, 0)
+                // an admin override of the group's cap wins over the declared total, as for a key
+                const groupLimit = Option.match(yield* manager.getGroupLimit(total.group), { onNone: () => total.limit, onSome: (o) => o.slots })
+                const group = yield* provider.tryAcquire(TOTAL_PREFIX + total.group, groupLimit, 0)
                 yield* Metric.increment(
                   Metric.tagged(Metric.tagged(gateTotal, "result", Option.isSome(group) ? "TotalAcquired" : "TotalFull"), "key_family", keyFamily(key))
                 )
                 if (Option.isNone(group)) {
                   return dropsNewcomer(policy.mode)
-                    ? Outcome.Deleted({ reason: groupCancelledText(total.group, total.limit) })
+                    ? Outcome.Deleted({ reason: groupCancelledText(total.group, groupLimit) })
                     : // not served: a weighted job keeps its fair-share tag (waiting for the group costs its key no share)
-                      Outcome.Requeued({ reason: groupRequeuedText(total.group, total.limit), keepsTag: true })
+                      Outcome.Requeued({ reason: groupRequeuedText(total.group, groupLimit), keepsTag: true })
                 }
                 held.push([group.value, `Slot of group '${total.group}'`])
               }

@@ -1,5 +1,6 @@
 /**
- * Admin overrides of concurrency limits, editable at run time without a redeploy. Rows are sticky:
+ * Admin overrides of concurrency limits (per key, and of total caps per group), editable at run time
+ * without a redeploy. Rows are sticky:
  * they live in the database, so a deploy that declares another limit still runs with the admin's
  * until `removeLimit` — unless set with an expiry (`{ expiresAt }` or `{ expiresIn }`): from that
  * instant the override is ignored everywhere it is read (the claim, `get`, `list`), so the declared
@@ -26,6 +27,15 @@ import { InvalidPolicy } from "../policy/InvalidPolicy.js"
 /** One admin override. */
 export class ConcurrencyLimit extends Schema.Class<ConcurrencyLimit>("ConcurrencyLimit")({
   key: PolicyKey,
+  slots: PositiveInt,
+  updatedAt: Schema.DateFromSelf,
+  /** When the override stops applying; absent = sticky until removed. */
+  expiresAt: Schema.optional(Schema.DateFromSelf)
+}) {}
+
+/** One admin override of a total cap: the group's limit in force instead of the declared `total.limit`. */
+export class ConcurrencyGroupLimit extends Schema.Class<ConcurrencyGroupLimit>("ConcurrencyGroupLimit")({
+  group: PolicyKey,
   slots: PositiveInt,
   updatedAt: Schema.DateFromSelf,
   /** When the override stops applying; absent = sticky until removed. */
@@ -59,6 +69,17 @@ export interface ConcurrencyLimitManagerService {
   /** One override, unless it has expired. */
   readonly get: (key: string) => Effect.Effect<Option.Option<ConcurrencyLimit>, LimitStoreError>
   /**
+   * Sets the total cap of `group` (the `group` of `total: { group, limit }` declarations) to `slots`,
+   * sticky or until an expiry, instead of the declared `limit`; read at each pickup of a job of the group.
+   */
+  readonly addOrUpdateGroupLimit: (group: string, slots: number, expiry?: LimitExpiry) => Effect.Effect<void, InvalidPolicy | LimitStoreError>
+  /** Removes `group`'s override; the declared total applies again. True when an unexpired override existed. */
+  readonly removeGroupLimit: (group: string) => Effect.Effect<boolean, LimitStoreError>
+  /** Every unexpired group override, ordered by group (code-unit order). */
+  readonly listGroupLimits: Effect.Effect<ReadonlyArray<ConcurrencyGroupLimit>, LimitStoreError>
+  /** One group override, unless it has expired. */
+  readonly getGroupLimit: (group: string) => Effect.Effect<Option.Option<ConcurrencyGroupLimit>, LimitStoreError>
+  /**
    * True when the overrides are the rows of `warp_concurrency_limits` on the job store's database: the
    * built-in PostgreSQL store reads a claimed row's override in its claiming statement, and the gate
    * then takes it from the claim (`Job.adminLimit`) instead of calling `get`.
@@ -73,6 +94,7 @@ export class ConcurrencyLimitManager extends Context.Tag("warp/ConcurrencyLimitM
 >() {}
 
 const Input = Schema.Struct({ key: PolicyKey, slots: PositiveInt })
+const GroupInput = Schema.Struct({ group: PolicyKey, slots: PositiveInt })
 /**
  * A key PostgreSQL cannot hold unchanged (a NUL, an unpaired surrogate, not a string) is refused by
  * every layer alike, and never found.
@@ -85,6 +107,12 @@ const check = (key: string, slots: number, expiry?: LimitExpiry): Either.Either<
   )
 
 /** A checked expiry: none, an instant, or a duration from the write. */
+const checkGroup = (group: string, slots: number, expiry?: LimitExpiry): Either.Either<ExpiryOf, InvalidPolicy> =>
+  Either.flatMap(
+    validate("concurrency", GroupInput, { group, slots }, call("ConcurrencyLimitManager.addOrUpdateGroupLimit", group, slots, expiry)),
+    () => checkExpiry(expiry, call("ConcurrencyLimitManager.addOrUpdateGroupLimit", group, slots, expiry))
+  )
+
 type ExpiryOf = { readonly _tag: "None" } | { readonly _tag: "At"; readonly at: Date } | { readonly _tag: "In"; readonly millis: number }
 
 const refuse = (entry: string, field: string, rule: string, value: unknown) =>
@@ -107,23 +135,26 @@ const checkExpiry = (expiry: LimitExpiry | undefined, entry: string): Either.Eit
 }
 
 /** Whether `limit` still applies at `now` (epoch millis). */
-export const isLive = (limit: ConcurrencyLimit, now: number): boolean => limit.expiresAt === undefined || limit.expiresAt.getTime() > now
+export const isLive = (limit: { readonly expiresAt?: Date | undefined }, now: number): boolean => limit.expiresAt === undefined || limit.expiresAt.getTime() > now
 
 /** In-memory overrides; expiry is measured on the `Clock` (so `TestClock` drives it). */
 export const layerMemory: Layer.Layer<ConcurrencyLimitManager> = Layer.sync(ConcurrencyLimitManager, () => {
   const rows = new Map<string, ConcurrencyLimit>()
+  const groups = new Map<string, ConcurrencyGroupLimit>()
   /** Drops the expired rows (lazy purge) and returns the time it read. */
   const purge = Effect.map(Clock.currentTimeMillis, (now) => {
     for (const [key, row] of rows) if (!isLive(row, now)) rows.delete(key)
+    for (const [group, row] of groups) if (!isLive(row, now)) groups.delete(group)
     return now
   })
+  const expiresAtOf = (exp: ExpiryOf, now: number) => (exp._tag === "At" ? exp.at : exp._tag === "In" ? new Date(now + exp.millis) : undefined)
   return {
     addOrUpdateLimit: (key, slots, expiry) =>
       Either.match(check(key, slots, expiry), {
         onLeft: Effect.fail,
         onRight: (exp) =>
           Effect.map(purge, (now) => {
-            const expiresAt = exp._tag === "At" ? exp.at : exp._tag === "In" ? new Date(now + exp.millis) : undefined
+            const expiresAt = expiresAtOf(exp, now)
             rows.set(key, new ConcurrencyLimit({ key, slots, updatedAt: new Date(now), ...(expiresAt === undefined ? {} : { expiresAt }) }))
           })
       }),
@@ -141,13 +172,43 @@ export const layerMemory: Layer.Layer<ConcurrencyLimitManager> = Layer.sync(Conc
     get: (key) =>
       hasNul(key)
         ? Effect.succeed(Option.none())
-        : Effect.map(Clock.currentTimeMillis, (now) => Option.filter(Option.fromNullable(rows.get(key)), (row) => isLive(row, now)))
+        : Effect.map(Clock.currentTimeMillis, (now) => Option.filter(Option.fromNullable(rows.get(key)), (row) => isLive(row, now))),
+    addOrUpdateGroupLimit: (group, slots, expiry) =>
+      Either.match(checkGroup(group, slots, expiry), {
+        onLeft: Effect.fail,
+        onRight: (exp) =>
+          Effect.map(purge, (now) => {
+            const expiresAt = expiresAtOf(exp, now)
+            groups.set(group, new ConcurrencyGroupLimit({ group, slots, updatedAt: new Date(now), ...(expiresAt === undefined ? {} : { expiresAt }) }))
+          })
+      }),
+    removeGroupLimit: (group) =>
+      hasNul(group)
+        ? Effect.succeed(false)
+        : Effect.map(Clock.currentTimeMillis, (now) => {
+            const row = groups.get(group)
+            groups.delete(group)
+            return row !== undefined && isLive(row, now)
+          }),
+    listGroupLimits: Effect.map(purge, () => [...groups.values()].sort((a, b) => (a.group < b.group ? -1 : 1))),
+    getGroupLimit: (group) =>
+      hasNul(group)
+        ? Effect.succeed(Option.none())
+        : Effect.map(Clock.currentTimeMillis, (now) => Option.filter(Option.fromNullable(groups.get(group)), (row) => isLive(row, now)))
   }
 })
 
 const toLimit = (r: any) =>
   new ConcurrencyLimit({
     key: r.key,
+    slots: Number(r.slots),
+    updatedAt: new Date(r.updated_at),
+    ...(r.expires_at === null || r.expires_at === undefined ? {} : { expiresAt: new Date(r.expires_at) })
+  })
+
+const toGroupLimit = (r: any) =>
+  new ConcurrencyGroupLimit({
+    group: r.group_name,
     slots: Number(r.slots),
     updatedAt: new Date(r.updated_at),
     ...(r.expires_at === null || r.expires_at === undefined ? {} : { expiresAt: new Date(r.expires_at) })
@@ -160,6 +221,12 @@ const live = "(expires_at IS NULL OR expires_at > now())"
 export const makePg = Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
   const fail = (operation: string) => (cause: unknown) => new LimitStoreError({ operation, cause })
+  const expiresAtOf = (exp: ExpiryOf) =>
+    exp._tag === "At"
+      ? sql`${exp.at.toISOString()}::timestamptz`
+      : exp._tag === "In"
+        ? sql`now() + ${exp.millis} * interval '1 millisecond'`
+        : sql`NULL::timestamptz`
   const service: ConcurrencyLimitManagerService = {
     readAtClaim: true,
     addOrUpdateLimit: (key, slots, expiry) =>
@@ -167,13 +234,7 @@ export const makePg = Effect.gen(function* () {
         onLeft: Effect.fail,
         onRight: (exp) =>
           sql`INSERT INTO warp_concurrency_limits (key, slots, expires_at)
-              VALUES (${key}, ${slots}, ${
-                exp._tag === "At"
-                  ? sql`${exp.at.toISOString()}::timestamptz`
-                  : exp._tag === "In"
-                    ? sql`now() + ${exp.millis} * interval '1 millisecond'`
-                    : sql`NULL::timestamptz`
-              })
+              VALUES (${key}, ${slots}, ${expiresAtOf(exp)})
               ON CONFLICT (key) DO UPDATE SET slots = EXCLUDED.slots, expires_at = EXCLUDED.expires_at, updated_at = now()`.pipe(
             Effect.asVoid,
             Effect.mapError(fail("addOrUpdateLimit"))
@@ -198,6 +259,37 @@ export const makePg = Effect.gen(function* () {
         : sql`SELECT key, slots, updated_at, expires_at FROM warp_concurrency_limits WHERE key = ${key} AND ${sql.literal(live)}`.pipe(
             Effect.map((rows) => Option.map(Option.fromNullable(rows[0]), toLimit)),
             Effect.mapError(fail("get"))
+          ),
+    addOrUpdateGroupLimit: (group, slots, expiry) =>
+      Either.match(checkGroup(group, slots, expiry), {
+        onLeft: Effect.fail,
+        onRight: (exp) =>
+          sql`INSERT INTO warp_concurrency_group_limits (group_name, slots, expires_at)
+              VALUES (${group}, ${slots}, ${expiresAtOf(exp)})
+              ON CONFLICT (group_name) DO UPDATE SET slots = EXCLUDED.slots, expires_at = EXCLUDED.expires_at, updated_at = now()`.pipe(
+            Effect.asVoid,
+            Effect.mapError(fail("addOrUpdateGroupLimit"))
+          )
+      }),
+    removeGroupLimit: (group) =>
+      hasNul(group)
+        ? Effect.succeed(false)
+        : sql`DELETE FROM warp_concurrency_group_limits WHERE group_name = ${group} RETURNING ${sql.literal(live)} AS live`.pipe(
+            Effect.map((rows) => rows.length > 0 && (rows[0] as any).live === true),
+            Effect.mapError(fail("removeGroupLimit"))
+          ),
+    listGroupLimits: sql`
+      WITH purged AS (DELETE FROM warp_concurrency_group_limits WHERE NOT ${sql.literal(live)})
+      SELECT group_name, slots, updated_at, expires_at FROM warp_concurrency_group_limits WHERE ${sql.literal(live)} ORDER BY group_name COLLATE "C"`.pipe(
+      Effect.map((rows) => rows.map(toGroupLimit)),
+      Effect.mapError(fail("listGroupLimits"))
+    ),
+    getGroupLimit: (group) =>
+      hasNul(group)
+        ? Effect.succeed(Option.none())
+        : sql`SELECT group_name, slots, updated_at, expires_at FROM warp_concurrency_group_limits WHERE group_name = ${group} AND ${sql.literal(live)}`.pipe(
+            Effect.map((rows) => Option.map(Option.fromNullable(rows[0]), toGroupLimit)),
+            Effect.mapError(fail("getGroupLimit"))
           )
   }
   return service

@@ -253,6 +253,9 @@ export const router = (options: DashboardOptions = {}): HttpRouter.HttpRouter<ne
       const key = meta._tag === "Right" ? meta.right.policies.concurrency?.value.key : undefined
       const override =
         key !== undefined && Option.isSome(f.manager) ? Option.getOrUndefined(yield* f.manager.value.get(key)) : undefined
+      const group = meta._tag === "Right" ? meta.right.policies.concurrency?.value.total?.group : undefined
+      const groupOverride =
+        group !== undefined && Option.isSome(f.manager) ? Option.getOrUndefined(yield* f.manager.value.getGroupLimit(group)) : undefined
       const j = detail.value.job
       // a running job whose key its row does not carry yet (resolved from the handler or contract in its
       // first attempt): its worker reports it
@@ -274,7 +277,7 @@ export const router = (options: DashboardOptions = {}): HttpRouter.HttpRouter<ne
       const writable = yield* authorize(request)
       const flash = flashOf(request)
       const actions = writable ? Actions.jobButtons(f, j, csrf.token(n.nonce), Csrf.fieldName) : undefined
-      return withNonceCookie(flash.clear(page(Pages.jobPage(f, { detail: detail.value, override, now: new Date(), actions, flash: flash.text, live }))), n)
+      return withNonceCookie(flash.clear(page(Pages.jobPage(f, { detail: detail.value, override, groupOverride, now: new Date(), actions, flash: flash.text, live }))), n)
     })
   )
 
@@ -445,9 +448,10 @@ export const router = (options: DashboardOptions = {}): HttpRouter.HttpRouter<ne
     Effect.gen(function* () {
       const n = nonceOf(request)
       const writable = yield* authorize(request)
-      const [limits, audit] = yield* Effect.all([manager.list, auditBanner(f)])
+      const [limits, groups, audit] = yield* Effect.all([manager.list, manager.listGroupLimits, auditBanner(f)])
       const body = Pages.concurrencyPage(f, {
         limits,
+        groups,
         audit,
         token: writable ? csrf.token(n.nonce) : undefined,
         fieldName: Csrf.fieldName,
@@ -477,30 +481,44 @@ export const router = (options: DashboardOptions = {}): HttpRouter.HttpRouter<ne
       if (Either.isLeft(read)) return read.left
       const { form, nonce, request } = read.right
       const back = `${prefix}/concurrency`
-      switch (first(form, "action")) {
-        case "save": {
-          const input = LimitForm.parse(first(form, "key"), first(form, "slots"))
+      const act = first(form, "action") ?? ""
+      // "save" / "delete" act on a key's override, "save-group" / "delete-group" on a group's total cap
+      const field: LimitForm.NameField = act.endsWith("-group") ? "group" : "key"
+      const name = first(form, field)
+      switch (act) {
+        case "save":
+        case "save-group": {
+          const input = LimitForm.parse(name, first(form, "slots"), field)
           if (Either.isLeft(input)) {
-            return yield* concurrencyView(f, manager, request, { errors: input.left, draft: { key: first(form, "key") ?? "", slots: first(form, "slots") ?? "" } }, 400)
+            return yield* concurrencyView(f, manager, request, { errors: input.left, draft: { field, key: name ?? "", slots: first(form, "slots") ?? "" } }, 400)
           }
-          const written = yield* manager.addOrUpdateLimit(input.right.key, input.right.slots).pipe(
+          const { key, slots } = input.right
+          const written = yield* (field === "key" ? manager.addOrUpdateLimit(key, slots) : manager.addOrUpdateGroupLimit(key, slots)).pipe(
             Effect.catchTag("InvalidPolicy", (e) => Effect.succeed(e))
           )
           if (written !== undefined) {
-            return yield* concurrencyView(f, manager, request, { errors: [{ field: "key", message: written.message }] }, 400)
+            return yield* concurrencyView(f, manager, request, { errors: [{ field, message: written.message }] }, 400)
           }
-          return seeOtherWithFlash(back, nonce, `Saved: '${input.right.key}' now runs with ${Pages.slots(input.right.slots)} from the next pickup.`)
+          return seeOtherWithFlash(
+            back,
+            nonce,
+            field === "key"
+              ? `Saved: '${key}' now runs with ${Pages.slots(slots)} from the next pickup.`
+              : `Saved: group '${key}' is now capped at ${Pages.slots(slots)} in total from the next pickup.`
+          )
         }
-        case "delete": {
-          const key = LimitForm.parseKey(first(form, "key"))
+        case "delete":
+        case "delete-group": {
+          const key = LimitForm.parseKey(name, field)
           if (Either.isLeft(key)) return yield* concurrencyView(f, manager, request, { errors: key.left }, 400)
-          const removed = yield* manager.removeLimit(key.right)
+          const removed = yield* (field === "key" ? manager.removeLimit(key.right) : manager.removeGroupLimit(key.right))
+          const what = field === "key" ? `'${key.right}'` : `group '${key.right}'`
           return seeOtherWithFlash(
             back,
             nonce,
             removed
-              ? `Deleted the override of '${key.right}': its declared limit applies again from the next pickup.`
-              : `There was no override of '${key.right}' (already removed).`
+              ? `Deleted the override of ${what}: its declared limit applies again from the next pickup.`
+              : `There was no override of ${what} (already removed).`
           )
         }
         default:

@@ -18,27 +18,36 @@ export interface LimitInput {
 
 /** One problem with one field. */
 export interface FieldError {
-  readonly field: "key" | "slots"
+  readonly field: NameField | "slots"
   readonly message: string
 }
 
+/** The name field of a form: a key's override, or a group's (a total cap's). */
+export type NameField = "key" | "group"
+
+/** The field's label, as the messages begin. */
+export const labelOf = (field: NameField | "slots"): string => (field === "key" ? "Key" : field === "group" ? "Group" : "Slots")
+
 const Input = Schema.Struct({ key: PolicyKey, slots: PositiveInt })
 
-/** Checks a key alone (for deletes): the same rules as a key to save, so no such key can exist otherwise. */
-export const parseKey = (key: string | undefined): Either.Either<string, ReadonlyArray<FieldError>> => {
-  if (key === undefined || key.trim() === "") return Either.left([{ field: "key", message: "Key must not be empty." }])
+/**
+ * Checks a key (or a group: `field`) alone, for deletes: the same rules as one to save, so no such
+ * override can exist otherwise.
+ */
+export const parseKey = (key: string | undefined, field: NameField = "key"): Either.Either<string, ReadonlyArray<FieldError>> => {
+  if (key === undefined || key.trim() === "") return Either.left([{ field, message: `${labelOf(field)} must not be empty.` }])
   const decoded = Schema.decodeUnknownEither(PolicyKey)(key)
   if (Either.isRight(decoded)) return Either.right(decoded.right)
   const issue = ParseResult.ArrayFormatter.formatErrorSync(decoded.left)[0]
-  const text = `Key ${issue?.message ?? "is not valid"}`
-  return Either.left([{ field: "key", message: text.includes("at most") ? `${text} (got ${key.length}).` : `${text}.` }])
+  const text = `${labelOf(field)} ${issue?.message ?? "is not valid"}`
+  return Either.left([{ field, message: text.includes("at most") ? `${text} (got ${key.length}).` : `${text}.` }])
 }
 
 /**
- * Checks the raw `key` and `slots` fields. Slots must be written as a whole number (digits only):
- * "1.5", "1e3", "abc" and "" are refused rather than rounded or coerced.
+ * Checks the raw `key` (or group: `field`) and `slots` fields. Slots must be written as a whole number
+ * (digits only): "1.5", "1e3", "abc" and "" are refused rather than rounded or coerced.
  */
-export const parse = (key: string | undefined, slots: string | undefined): Either.Either<LimitInput, ReadonlyArray<FieldError>> => {
+export const parse = (key: string | undefined, slots: string | undefined, field: NameField = "key"): Either.Either<LimitInput, ReadonlyArray<FieldError>> => {
   const errors: Array<FieldError> = []
   const rawSlots = (slots ?? "").trim()
   const slotsNumber = /^\d{1,10}$/.test(rawSlots) ? Number(rawSlots) : undefined
@@ -48,10 +57,10 @@ export const parse = (key: string | undefined, slots: string | undefined): Eithe
   const decoded = Schema.decodeUnknownEither(Input)({ key: key ?? "", slots: slotsNumber ?? 1 }, { errors: "all" })
   if (Either.isLeft(decoded)) {
     for (const issue of ParseResult.ArrayFormatter.formatErrorSync(decoded.left)) {
-      const field = issue.path[0] === "slots" ? "slots" : "key"
+      const which = issue.path[0] === "slots" ? "slots" : field
       // the rules are worded to follow the field's name ("must not be empty or whitespace")
-      const text = `${field === "key" ? "Key" : "Slots"} ${issue.message}`
-      errors.push({ field, message: field === "key" && (key ?? "").length > 0 && text.includes("at most") ? `${text} (got ${(key ?? "").length}).` : `${text}.` })
+      const text = `${labelOf(which)} ${issue.message}`
+      errors.push({ field: which, message: which !== "slots" && (key ?? "").length > 0 && text.includes("at most") ? `${text} (got ${(key ?? "").length}).` : `${text}.` })
     }
   }
   return errors.length > 0 || Either.isLeft(decoded) ? Either.left(errors) : Either.right(decoded.right)

@@ -4,14 +4,14 @@
  *
  * @since 0.1.0
  */
-import type { ConcurrencyLimit } from "../concurrency/ConcurrencyLimitManager.js"
+import type { ConcurrencyGroupLimit, ConcurrencyLimit } from "../concurrency/ConcurrencyLimitManager.js"
 import type { JobDetail } from "../job/Job.js"
 import * as JobMetadata from "../policy/JobMetadata.js"
 import { familyNames } from "../policy/PolicyFamily.js"
 import { MAX_KEY_LENGTH } from "../policy/PolicyValues.js"
 import { barChart } from "./Chart.js"
 import { type Html, html, raw } from "./Html.js"
-import type { FieldError } from "./LimitForm.js"
+import { type FieldError, labelOf, type NameField } from "./LimitForm.js"
 import * as Refresh from "./Refresh.js"
 import { absolute, duration, durations, when } from "./Time.js"
 import * as TrailFold from "./TrailFold.js"
@@ -185,6 +185,8 @@ export interface JobView {
   readonly detail: JobDetail
   /** The admin override of the job's concurrency key, when the addon is registered and one exists. */
   readonly override: ConcurrencyLimit | undefined
+  /** The admin override of the total cap of the job's group, when its policy has a total cap and one exists. */
+  readonly groupOverride?: ConcurrencyGroupLimit | undefined
   /** The time the page is rendered at (relative times, durations). */
   readonly now?: Date | undefined
   /** The operator's action buttons (a request that may write), or nothing. */
@@ -212,7 +214,13 @@ export const jobPage = (frame: Frame, v: JobView): Html => {
 <div>${conc.value.limit === 1 ? "Mutex" : "Semaphore"} · declared limit ${conc.value.limit} · mode ${conc.value.mode} · from the ${conc.source}</div>
 ${v.override === undefined
   ? frame.concurrency ? html`<div class="muted">No admin override: the declared limit applies.</div>` : ""
-  : html`<div><strong>Admin override: ${slots(v.override.slots)}</strong> <span class="muted">(set ${time(v.override.updatedAt)}; wins over the declared limit at every pickup)</span></div>`}</div>`
+  : html`<div><strong>Admin override: ${slots(v.override.slots)}</strong> <span class="muted">(set ${time(v.override.updatedAt)}; wins over the declared limit at every pickup)</span></div>`}
+${conc.value.total === undefined
+  ? ""
+  : html`<div data-testid="total-cap">Total cap: group <span class="mono">${conc.value.total.group}</span> · declared ${slots(conc.value.total.limit)}${v.groupOverride === undefined
+      ? ""
+      : html` · <strong>admin override: ${slots(v.groupOverride.slots)}</strong> <span class="muted">(set ${time(v.groupOverride.updatedAt)}${v.groupOverride.expiresAt === undefined ? "" : html`, until ${time(v.groupOverride.expiresAt)}`})</span>`}</div>`}
+${conc.value.weight === undefined ? "" : html`<div data-testid="weight">Fair share: weight ${conc.value.weight} (served in proportion to it among the keys that wait)</div>`}</div>`
   const families = encoded === undefined ? [] : familyNames.filter((f) => encoded.policies[f] !== undefined)
   const policyTable =
     meta === undefined
@@ -315,32 +323,48 @@ ${types.length === 0
 /** Data of the concurrency page. */
 export interface ConcurrencyView {
   readonly limits: ReadonlyArray<ConcurrencyLimit>
+  /** The admin overrides of total caps, by group. */
+  readonly groups: ReadonlyArray<ConcurrencyGroupLimit>
   /** The CSRF token for forms, or undefined when this request may not write. */
   readonly token: string | undefined
   readonly fieldName: string
   readonly notice?: string | undefined
   readonly errors?: ReadonlyArray<FieldError> | undefined
-  /** What the person typed into the create form, shown again after an error. */
-  readonly draft?: { readonly key: string; readonly slots: string } | undefined
+  /** What the person typed into a create form (the key's, or the group's), shown again after an error. */
+  readonly draft?: { readonly field: NameField; readonly key: string; readonly slots: string } | undefined
   /** The slot audit's warning (`AuditBanner.slotAuditBanner`), or nothing. */
   readonly audit?: Html | string | undefined
 }
 
-/** The concurrency limits page: every admin override, with inline edit, delete and create. */
+/** The concurrency limits page: every admin override (of keys, and of groups' total caps), with inline edit, delete and create. */
 export const concurrencyPage = (frame: Frame, v: ConcurrencyView): Html => {
   const action = `${frame.prefix}/concurrency`
   const writable = v.token !== undefined
   const hidden = (act: string) => html`<input type="hidden" name="${v.fieldName}" value="${v.token}"><input type="hidden" name="action" value="${act}">`
-  const invalid = (field: "key" | "slots") => raw(v.errors?.some((e) => e.field === field) === true ? ' aria-invalid="true"' : "")
-  const rows = v.limits.map(
-    (l) => html`<tr data-key="${l.key}"><td class="mono wrap" data-label="Key" title="${l.key}">${l.key}</td>
+  const invalid = (field: NameField | "slots", form: NameField) =>
+    raw(v.draft?.field === form && v.errors?.some((e) => e.field === field) === true ? ' aria-invalid="true"' : "")
+  /** The table of one kind of override: `field` names the form field ("key" or "group"), `suffix` its actions'. */
+  const table = (field: NameField, overrides: ReadonlyArray<{ readonly name: string; readonly slots: number; readonly updatedAt: Date; readonly expiresAt?: Date | undefined }>) => {
+    const label = labelOf(field)
+    const suffix = field === "key" ? "" : "-group"
+    const rows = overrides.map(
+      (l) => html`<tr data-${field}="${l.name}"><td class="mono wrap" data-label="${label}" title="${l.name}">${l.name}</td>
 <td>${writable
-  ? html`<form class="inline" method="post" action="${action}">${hidden("save")}<input type="hidden" name="key" value="${l.key}"><input type="number" name="slots" min="1" step="1" required value="${l.slots}" aria-label="Slots for ${l.key}"><button type="submit" class="secondary">Save</button></form>`
+  ? html`<form class="inline" method="post" action="${action}">${hidden(`save${suffix}`)}<input type="hidden" name="${field}" value="${l.name}"><input type="number" name="slots" min="1" step="1" required value="${l.slots}" aria-label="Slots for ${l.name}"><button type="submit" class="secondary">Save</button></form>`
   : html`<span class="num">${l.slots}</span>`}</td>
 <td class="nowrap" data-label="Updated">${time(l.updatedAt)}</td>
 <td class="nowrap" data-label="Expires" data-testid="expires">${l.expiresAt === undefined ? "never" : time(l.expiresAt)}</td>
-<td>${writable ? html`<form class="inline" method="post" action="${action}">${hidden("delete")}<input type="hidden" name="key" value="${l.key}"><button type="submit" class="danger" aria-label="Delete ${l.key}">Delete</button></form>` : ""}</td></tr>`
-  )
+<td>${writable ? html`<form class="inline" method="post" action="${action}">${hidden(`delete${suffix}`)}<input type="hidden" name="${field}" value="${l.name}"><button type="submit" class="danger" aria-label="Delete ${l.name}">Delete</button></form>` : ""}</td></tr>`
+    )
+    return html`<table class="stack" data-overrides="${field}"><thead><tr><th>${label}</th><th>Slots</th><th>Updated</th><th>Expires</th><th></th></tr></thead><tbody>${rows}</tbody></table>`
+  }
+  const create = (field: NameField, title: string, placeholder: string, button: string) => {
+    const draft = v.draft?.field === field ? v.draft : undefined
+    return html`<h2>${title}</h2><div class="card"><form class="create" method="post" action="${action}" data-overrides="${field}">${hidden(field === "key" ? "save" : "save-group")}
+<label>${labelOf(field)}<input type="text" class="key" name="${field}" required maxlength="${MAX_KEY_LENGTH}" placeholder="${placeholder}" value="${draft?.key ?? ""}"${invalid(field, field)}></label>
+<label>Slots<input type="number" name="slots" min="1" step="1" required placeholder="10" value="${draft?.slots ?? ""}"${invalid("slots", field)}></label>
+<button type="submit">${button}</button></form></div>`
+  }
   return layout(
     frame,
     "concurrency",
@@ -348,16 +372,16 @@ export const concurrencyPage = (frame: Frame, v: ConcurrencyView): Html => {
     html`<h1>Concurrency limits</h1><p class="lead">Admin overrides win over declared limits (admin row &gt; declared &gt; 1) from each job's next pickup, and survive redeploys until removed. <a href="${frame.prefix}/keys">Live keys: holders, waiting jobs and recent outcomes →</a></p>
 ${flashBanner(v.notice)}
 ${v.audit ?? ""}
-${v.errors === undefined || v.errors.length === 0 ? "" : html`<div class="error" role="alert"><strong>Nothing was changed.</strong><ul>${v.errors.map((e) => html`<li>${e.field === "key" ? "Key" : "Slots"}: ${e.message}</li>`)}</ul></div>`}
+${v.errors === undefined || v.errors.length === 0 ? "" : html`<div class="error" role="alert"><strong>Nothing was changed.</strong><ul>${v.errors.map((e) => html`<li>${labelOf(e.field)}: ${e.message}</li>`)}</ul></div>`}
 ${writable ? "" : html`<div class="readonly" role="note"><strong>Writes are disabled.</strong> This dashboard is read-only; the application enables changes through the dashboard's <code>authorize</code> option.</div>`}
 ${v.limits.length === 0
   ? html`<div class="card muted">No admin limits: every key runs with its declared limit.</div>`
-  : html`<table class="stack"><thead><tr><th>Key</th><th>Slots</th><th>Updated</th><th>Expires</th><th></th></tr></thead><tbody>${rows}</tbody></table>`}
-${writable
-  ? html`<h2>Add or replace a limit</h2><div class="card"><form class="create" method="post" action="${action}">${hidden("save")}
-<label>Key<input type="text" class="key" name="key" required maxlength="${MAX_KEY_LENGTH}" placeholder="payment-api" value="${v.draft?.key ?? ""}"${invalid("key")}></label>
-<label>Slots<input type="number" name="slots" min="1" step="1" required placeholder="10" value="${v.draft?.slots ?? ""}"${invalid("slots")}></label>
-<button type="submit">Save limit</button></form></div>`
-  : ""}`
+  : table("key", v.limits.map((l) => ({ name: l.key, slots: l.slots, updatedAt: l.updatedAt, expiresAt: l.expiresAt })))}
+${writable ? create("key", "Add or replace a limit", "payment-api", "Save limit") : ""}
+<h2>Total caps by group</h2><p class="lead">A group's override wins over the <code>total: { group, limit }</code> its jobs declare, from each job's next pickup.</p>
+${v.groups.length === 0
+  ? html`<div class="card muted">No group overrides: every total cap runs with its declared limit.</div>`
+  : table("group", v.groups.map((g) => ({ name: g.group, slots: g.slots, updatedAt: g.updatedAt, expiresAt: g.expiresAt })))}
+${writable ? create("group", "Add or replace a group's total cap", "exports", "Save total cap") : ""}`
   )
 }

@@ -13,6 +13,7 @@ import type { SqlError } from "@effect/sql/SqlError"
 import type * as Effect from "effect/Effect"
 import concurrency0001 from "../../../migrations/concurrency/0001_warp_concurrency_limits.js"
 import concurrency0002 from "../../../migrations/concurrency/0002_warp_concurrency_limits_expiry.js"
+import concurrency0003 from "../../../migrations/concurrency/0003_warp_concurrency_group_limits.js"
 import core0001 from "../../../migrations/core/0001_warp_jobs.js"
 import core0002 from "../../../migrations/core/0002_warp_policy_state.js"
 import core0003 from "../../../migrations/core/0003_warp_jobs_fifo.js"
@@ -47,8 +48,15 @@ export const core: MigrationRun = run(
   "warp_migrations"
 )
 
-/** Creates or upgrades the concurrency addon's tables (`warp_concurrency_limits`, with `expires_at` from 0002). */
+/**
+ * Creates or upgrades the concurrency addon's tables (`warp_concurrency_limits`, with `expires_at` from
+ * 0002; `warp_concurrency_group_limits`, the total caps' overrides, from 0003).
+ */
 export const concurrency: MigrationRun = run(
-  { "0001_warp_concurrency_limits": concurrency0001, "0002_warp_concurrency_limits_expiry": concurrency0002 },
+  {
+    "0001_warp_concurrency_limits": concurrency0001,
+    "0002_warp_concurrency_limits_expiry": concurrency0002,
+    "0003_warp_concurrency_group_limits": concurrency0003
+  },
   "warp_concurrency_migrations"
 )
