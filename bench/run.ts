@@ -4,7 +4,7 @@
  *   npm run bench                       (from the repository root: installs bench deps, runs all)
  *   BENCH_SCALE=0.2 npm run bench       quick run: job counts scaled down
  *   BENCH_ROUNDS=5                      alternating rounds per scenario (default 3)
- *   BENCH_ONLY=2,6                      only some scenarios (8: producers)
+ *   BENCH_ONLY=2,6                      only some scenarios (8: producers; 11: fair share and total caps)
  *   DATABASE_URL=postgres://...         use that server (default: an embedded one)
  *
  * Every measured run gets a fresh database. Within a scenario the systems run alternately, the order
@@ -536,6 +536,76 @@ const runOn = async (kind: "fast" | "durable") => {
       }
       raw["10"] = out
       panels.push({ title: `10. Claim latency: ${jobs.toLocaleString("en-US")} waiting jobs over ${hi.toLocaleString("en-US")} vs ${lo.toLocaleString("en-US")} keys, limit 1, 8 lanes`, unit: "ms per claim, median", better: "lower", bars })
+    }
+
+    // 11. fair share and total caps (issue 17): a skewed backlog, one hot key enqueued first and many
+    // cold keys behind it. (a) the keys compete for the lanes: every system, per-key limit 10; (b) they
+    // compete for a total cap over every key (this project only: the peers have no such cap).
+    if (enabled("11")) {
+      const hot = scaled(10_000)
+      const coldKeys = Math.max(2, scaled(100))
+      const cold = 10
+      const jobs = hot + coldKeys * cold
+      const keyOfJob = (i: number) => (i < hot ? "hot" : `cold-${(i - hot) % coldKeys}`)
+      const totals = new Map<string, number>([["hot", hot], ...Array.from({ length: coldKeys }, (_, k) => [`cold-${k}`, cold] as const)])
+      /** Jain's index of per-key completions while every key was backlogged (until the first key drained), and the cold jobs' p99 completion position. */
+      const fairness = (order: ReadonlyArray<string | undefined>) => {
+        const counts = new Map<string, number>([...totals.keys()].map((k) => [k, 0]))
+        for (const key of order) {
+          const n = counts.get(key!)! + 1
+          counts.set(key!, n)
+          if (n === totals.get(key!)) break
+        }
+        const xs = [...counts.values()]
+        const sum = xs.reduce((a, b) => a + b, 0)
+        const squares = xs.reduce((a, b) => a + b * b, 0)
+        const positions = order.flatMap((key, position) => (key === "hot" ? [] : [position]))
+        return { jain: squares === 0 ? 1 : (sum * sum) / (xs.length * squares), coldP99: percentile(positions, 99), window: sum }
+      }
+      const fairSystems: Record<string, (url: string, spec: BacklogSpec) => Promise<BacklogResult>> = {
+        "warp-effect, weight 1 (fair share)": (url, spec) => warp.backlog(url, { ...spec, weight: 1 }),
+        "warp-effect, no weight (ScheduleTime order)": warp.backlog,
+        "graphile-worker": graphile.backlog,
+        "pg-boss": pgboss.backlog
+      }
+      const capped = 4
+      const cappedMs = 2
+      const cappedSystems: Record<string, (url: string, spec: BacklogSpec) => Promise<BacklogResult>> = {
+        [`warp-effect, weight 1, total cap ${capped}`]: (url, spec) => warp.backlog(url, { ...spec, weight: 1, total: capped }),
+        [`warp-effect, no weight, total cap ${capped}`]: (url, spec) => warp.backlog(url, { ...spec, total: capped })
+      }
+      const out: Record<string, unknown> = { hot, coldKeys, cold, limit: 10, lanes: 8, capped, cappedHandlerMs: cappedMs }
+      const bars: Array<Panel["bars"][number]> = []
+      for (const [part, systems, handlerMs] of [["a", fairSystems, 0], ["b", cappedSystems, cappedMs]] as const) {
+        log(`11${part}. fair share: one hot key of ${hot} jobs enqueued first, ${coldKeys} cold keys of ${cold}, limit 10 Wait, 8 lanes, handlers ${handlerMs} ms${part === "b" ? `, total cap ${capped} over every key` : ""}`)
+        const res = await alternate(Object.keys(systems), (s) =>
+          withFreshDatabase(server.url, (url) => systems[s]!(url, { jobs, keyOf: keyOfJob, limit: 10, workers: 8, handlerMs, capMs: 180_000, pollMs: 100 })).then((r) => {
+            const f = fairness(r.order ?? [])
+            log(`   ${s}: ${r.completed} in ${(r.elapsedMs / 1000).toFixed(1)} s = ${fmt(jps(r))} jobs/s, Jain ${f.jain.toFixed(4)}, cold p99 position ${f.coldP99}, max of one key ${r.maxHolders}, max of all keys ${r.maxLive}`)
+            if (r.maxHolders > 10) throw new Error(`${s} ran ${r.maxHolders} jobs of one key at once`)
+            if (part === "b" && (r.maxLive ?? Infinity) > capped) throw new Error(`${s} ran ${r.maxLive} jobs of the group at once (cap ${capped})`)
+            if (r.completed < jobs) throw new Error(`${s} completed ${r.completed} of ${jobs} jobs within the cap`)
+            return { jps: jps(r), ...f, maxHolders: r.maxHolders, maxLive: r.maxLive, db: r.db }
+          })
+        )
+        out[part] = Object.fromEntries(res)
+        for (const s of Object.keys(systems)) {
+          const rs = res.get(s)!
+          const jain = median(rs.map((r) => r.jain))
+          const fair = s.includes("weight 1")
+          rows.push({
+            scenario: part === "a" ? "11a fair share, keys compete for lanes" : `11b fair share under a total cap of ${capped}`,
+            system: s,
+            metric: "Jain's index while all backlogged; cold p99 position; jobs/s",
+            value: `${jain.toFixed(3)}; ${fmt(median(rs.map((r) => r.coldP99)))}; ${fmt(median(rs.map((r) => r.jps)))}`,
+            ...(fair ? { goal: "Jain ≥ 0.95", met: jain >= 0.95 } : {})
+          })
+          if (fair) goals.push({ goal: `11${part}. fair share${part === "b" ? ` under a total cap of ${capped}` : ""}: Jain's index ≥ 0.95`, measured: jain.toFixed(4), met: jain >= 0.95 })
+          bars.push({ label: `${part === "b" ? "[cap] " : ""}${s}`, value: jain, note: jain.toFixed(3), ours: s.startsWith("warp-effect") })
+        }
+      }
+      raw["11"] = out
+      panels.push({ title: `11. Fair share: one hot key of ${hot.toLocaleString("en-US")} first, ${coldKeys} cold keys of ${cold}: Jain's index while all are backlogged`, unit: "Jain's index", bars })
     }
   } finally {
     await server.stop()

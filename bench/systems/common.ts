@@ -24,6 +24,10 @@ export interface BacklogSpec {
   readonly mode?: "Wait" | "Fifo"
   /** warp only: the PostgreSQL provider's lock-delay (default on). */
   readonly lockDelay?: boolean
+  /** warp only: the fair-share weight of every keyed job (issue 17; default none: ScheduleTime order). */
+  readonly weight?: number
+  /** warp only: a total cap over every key (one group), held with the per-key `limit`. */
+  readonly total?: number
 }
 
 /** A dedupe run: producers enqueue `enqueues` jobs (key of job i: `keyOf(i)`) while the worker runs. */
@@ -53,22 +57,34 @@ export interface BacklogResult {
   readonly cpuMs?: number
   /** Server counters over the processing window (workers started .. workers stopped). */
   readonly db: DbCounters
+  /** The key of every completion, in completion order. */
+  readonly order?: ReadonlyArray<string | undefined>
+  /** Worst number of keyed handlers running at once, all keys together (a total cap's check). */
+  readonly maxLive?: number
 }
 
-/** Counts live handlers per key at every instant. */
+/** Counts live handlers per key (and of all keys together) at every instant; keeps the completion order. */
 export class Holders {
   private readonly live = new Map<string, number>()
+  private all = 0
   max = 0
+  maxLive = 0
   completed = 0
+  readonly order: Array<string | undefined> = []
   enter(key: string | undefined) {
     if (key === undefined) return
     const n = (this.live.get(key) ?? 0) + 1
     this.live.set(key, n)
     if (n > this.max) this.max = n
+    if (++this.all > this.maxLive) this.maxLive = this.all
   }
   exit(key: string | undefined) {
     this.completed++
-    if (key !== undefined) this.live.set(key, (this.live.get(key) ?? 1) - 1)
+    this.order.push(key)
+    if (key !== undefined) {
+      this.live.set(key, (this.live.get(key) ?? 1) - 1)
+      this.all--
+    }
   }
 }
 

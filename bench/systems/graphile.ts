@@ -52,7 +52,7 @@ export const backlog = async (url: string, spec: BacklogSpec): Promise<BacklogRe
   const after = await readCounters(url)
   // completed jobs are deleted by graphile-worker
   const left = await withClient(url, async (c) => Number((await c.query(`SELECT count(*)::int AS n FROM graphile_worker.jobs`)).rows[0].n))
-  return { completed: holders.completed, elapsedMs, maxHolders: holders.max, requeues: 0, succeeded: spec.jobs - left, db: diffCounters(before, after) }
+  return { completed: holders.completed, elapsedMs, maxHolders: holders.max, requeues: 0, succeeded: spec.jobs - left, db: diffCounters(before, after), order: holders.order, maxLive: holders.maxLive }
 }
 
 /** Producers: `addJob` one at a time from `spec.producers` callers, or `addJobs` calls of `spec.batch` jobs. */

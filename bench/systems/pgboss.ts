@@ -80,7 +80,7 @@ export const backlog = async (url: string, spec: BacklogSpec): Promise<BacklogRe
   await sleep(200)
   const after = await readCounters(url)
   const succeeded = await withClient(url, async (c) => Number((await c.query(`SELECT count(*)::int AS n FROM pgboss.job WHERE state = 'completed'`)).rows[0].n))
-  return { completed: holders.completed, elapsedMs, maxHolders: holders.max, requeues: 0, succeeded, db: diffCounters(before, after) }
+  return { completed: holders.completed, elapsedMs, maxHolders: holders.max, requeues: 0, succeeded, db: diffCounters(before, after), order: holders.order, maxLive: holders.maxLive }
 }
 
 /** Dedupe: producers send `enqueues` jobs with `singletonKey` on an `exclusive` queue while workers run. */

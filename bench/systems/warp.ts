@@ -71,15 +71,20 @@ const env = (url: string, handlers: ReadonlyArray<Handler.JobHandler<any, any, n
 /** The addons a bench worker registers: the concurrency addon, or none (scenario 1's "no addon" runs). */
 const addonsOf = (addon: boolean): ReadonlyArray<typeof Concurrency.addon> => (addon ? [Concurrency.addon] : [])
 
-const paramsOf = (key: string | undefined, limit: number, mode: "Wait" | "Skip" | "Fifo") =>
-  key === undefined ? JobParameters.make() : JobParameters.make().withSemaphore(key, limit, mode)
+const paramsOf = (key: string | undefined, limit: number, mode: "Wait" | "Skip" | "Fifo", weight?: number, total?: number) =>
+  key === undefined
+    ? JobParameters.make()
+    : JobParameters.make().withSemaphore(key, limit, mode, {
+        ...(weight === undefined ? {} : { weight }),
+        ...(total === undefined ? {} : { total: { group: "all", limit: total } })
+      })
 
 /**
  * Inserts the backlog the way `Publisher.enqueue` writes each row, `perCall` rows a `JobStore.insert`
  * call (2,000 by default: one statement; the store splits a larger call into statements of 5,000 in
  * one transaction). The stamped metadata is built once per key (every row has the same `now`).
  */
-const insertBacklog = (spec: Pick<BacklogSpec, "jobs" | "keyOf" | "limit" | "mode">, perCall = 2000) =>
+const insertBacklog = (spec: Pick<BacklogSpec, "jobs" | "keyOf" | "limit" | "mode" | "weight" | "total">, perCall = 2000) =>
   Effect.gen(function* () {
     const store = yield* JobStore
     const now = new Date()
@@ -87,7 +92,7 @@ const insertBacklog = (spec: Pick<BacklogSpec, "jobs" | "keyOf" | "limit" | "mod
     const metadata = (key: string | undefined) => {
       let m = metadataOf.get(key)
       if (m === undefined) {
-        m = JobMetadata.encode(Publisher.publishMetadata(BenchJob, paramsOf(key, spec.limit, spec.mode ?? "Wait"), now))
+        m = JobMetadata.encode(Publisher.publishMetadata(BenchJob, paramsOf(key, spec.limit, spec.mode ?? "Wait", spec.weight, spec.total), now))
         metadataOf.set(key, m)
       }
       return m
@@ -155,7 +160,9 @@ export const backlog = async (url: string, spec: BacklogSpec): Promise<BacklogRe
     requeues: counts.requeued,
     succeeded: counts.succeeded,
     cpuMs,
-    db: diffCounters(before, after)
+    db: diffCounters(before, after),
+    order: holders.order,
+    maxLive: holders.maxLive
   }
 }
 
