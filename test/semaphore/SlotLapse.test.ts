@@ -18,7 +18,8 @@ import * as LogLevel from "effect/LogLevel"
 import * as Metric from "effect/Metric"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
-import { Concurrency, Contract, Handler, JobParameters, JobStoreMemory, JobStorePg, Publisher, Registry, SemaphoreProviderMemory, SemaphoreProviderPg, Worker } from "warp-effect"
+import { Concurrency, Contract, Handler, JobParameters, JobStoreMemory, JobStorePg, Publisher, Registry, Saga, SemaphoreProviderMemory, SemaphoreProviderPg, Worker } from "warp-effect"
+import { JobStore } from "../../src/internal/store/JobStore.js"
 import { lapsedText, lapsedTotal } from "../../src/internal/concurrency/ConcurrencyBehavior.js"
 import { SemaphoreProvider } from "../../src/internal/semaphore/SemaphoreProvider.js"
 import { freshPgLayer } from "../support/db.js"
@@ -61,6 +62,39 @@ describe("a lapsed slot", () => {
       expect(requeues).toEqual([lapsedText("Slot of 'lapse-k'")])
       expect(d.logs.filter((l) => l.kind === "Succeeded")).toHaveLength(1)
       expect((yield* lapsedCount) - before).toBe(1)
+    }).pipe(Effect.provide(env), Logger.withMinimumLogLevel(LogLevel.None))
+  })
+})
+
+describe("a lapsed saga lock", () => {
+  it.live("a saga step whose correlation lock lapsed is requeued with the lapse text, and runs again", () => {
+    let runs = 0
+    const Order = Contract.job("LapseSaga", Schema.Struct({ order: Schema.String }))
+    const saga = Saga.saga(Order, { correlate: ({ order }) => order, run: () => Effect.sync(() => void runs++).pipe(Effect.as(Saga.SagaStep.Complete())) })
+    // the store's locks (saga serialization): the first run's lock lapses (as after a pause)
+    const store = Layer.effect(
+      JobStore,
+      Effect.map(JobStoreMemory.make, (inner) => ({
+        ...inner,
+        locks: {
+          ...inner.locks,
+          tryAcquire: (name: string, limit: number, timeout: Parameters<typeof inner.locks.tryAcquire>[2]) =>
+            Effect.map(inner.locks.tryAcquire(name, limit, timeout), Option.map((slot) => ({ ...slot, lapsed: Effect.sync(() => runs === 1) })))
+        }
+      }))
+    )
+    const env = Publisher.layer.pipe(Layer.provideMerge(Registry.layer({ handlers: [saga] })), Layer.provideMerge(store))
+    return Effect.gen(function* () {
+      const p = yield* Publisher.Publisher
+      const id = yield* p.enqueue(Order, { order: "o-1" })
+      const d = yield* Effect.scoped(
+        Effect.zipRight(Worker.make({ concurrency: 1, pollInterval: "5 millis" }), until(detail(id), (d) => d.job.state === "Succeeded", 10_000))
+      )
+      expect(runs).toBe(2)
+      const requeues = d.logs.filter((l) => l.kind === "Requeued").map((l) => l.message)
+      expect(requeues).toHaveLength(1)
+      expect(requeues[0]).toMatch(/^Lock of saga correlation '.*o-1' lapsed while running/)
+      expect(requeues[0]).toBe(lapsedText(requeues[0]!.slice(0, requeues[0]!.indexOf(" lapsed while running"))))
     }).pipe(Effect.provide(env), Logger.withMinimumLogLevel(LogLevel.None))
   })
 })

@@ -5,6 +5,7 @@
  */
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
+import * as Fiber from "effect/Fiber"
 import type { Policies } from "../policy/PolicyFamily.js"
 import type { Slot } from "../semaphore/SemaphoreProvider.js"
 import type { Job } from "../job/Job.js"
@@ -47,3 +48,22 @@ export class HeldSlot extends Context.Reference<HeldSlot>()("warp/HeldSlot", {
 export class SlotLapse extends Context.Reference<SlotLapse>()("warp/SlotLapse", {
   defaultValue: (): Effect.Effect<string | undefined> => Effect.succeed(undefined)
 }) {}
+
+/**
+ * Runs `next` (a handler, with what runs inside a slot) in a fiber of its own until it ends or
+ * `lost` completes (then `onLost()`). Whatever ends this effect — `lost`, or an interruption from outside
+ * — the handler's fiber is interrupted and awaited first, its finalizers included, so a slot's scope
+ * never closes under a handler that is still running. (`Effect.raceFirst` alone does not await its
+ * racers when the racing fiber itself is interrupted: they are stopped only when that fiber ends, after
+ * its scopes have closed.)
+ */
+export const untilLost = <A, E, R, L = void>(next: Effect.Effect<A, E, R>, lost: Effect.Effect<L>, onLost: (lost: L) => A): Effect.Effect<A, E, R> =>
+  Effect.uninterruptibleMask((restore) =>
+    Effect.flatMap(Effect.fork(restore(next)), (handler) =>
+      restore(Effect.raceFirst(Fiber.join(handler), Effect.map(lost, onLost))).pipe(Effect.ensuring(Fiber.interrupt(handler)))
+    )
+  )
+
+/** The outcome of an attempt whose slot (`what`) lapsed while it ran (whatever its handler returned). */
+export const lapsedText = (what: string): string =>
+  `${what} lapsed while running (no renewal within the semaphore provider's deadline: the process was paused or cut off, and the slot may have been granted again); requeued`

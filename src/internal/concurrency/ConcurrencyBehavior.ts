@@ -11,11 +11,10 @@
 import * as Clock from "effect/Clock"
 import * as Data from "effect/Data"
 import * as Effect from "effect/Effect"
-import * as Fiber from "effect/Fiber"
 import * as Metric from "effect/Metric"
 import * as Option from "effect/Option"
 import type * as Scope from "effect/Scope"
-import { CurrentSlot, HeldSlot, SlotLapse } from "../attempt/Attempt.js"
+import { CurrentSlot, HeldSlot, lapsedText, SlotLapse, untilLost } from "../attempt/Attempt.js"
 import type { Job } from "../job/Job.js"
 import { Outcome } from "../job/Outcome.js"
 import * as Telemetry from "../observability/Telemetry.js"
@@ -75,9 +74,8 @@ export const lapsedTotal = Metric.counter("warp_concurrency_slot_lapsed_total", 
   description: "Attempts whose slot lapsed while they ran (their process paused or cut off past the provider's deadline)"
 })
 
-/** The outcome of an attempt whose slot lapsed while it ran (whatever its handler returned). */
-export const lapsedText = (what: string): string =>
-  `${what} lapsed while running (no renewal within the semaphore provider's deadline: the process was paused or cut off, and the slot may have been granted again); requeued`
+/** The outcome of an attempt whose slot lapsed while it ran (see `Attempt.lapsedText`). */
+export { lapsedText }
 
 /** The metric family of a key: its text up to the first ':' (bounded cardinality). */
 export const keyFamily = Telemetry.keyFamily
@@ -116,21 +114,6 @@ const lapseOf = (held: ReadonlyArray<readonly [Slot, string]>, key: string): Eff
     }
     return undefined
   })
-
-/**
- * Runs `next` (the handler and the behaviors inside the gate) in a fiber of its own until it ends or
- * `lost` completes (then `onLost()`). Whatever ends this effect — `lost`, or an interruption from outside
- * — the handler's fiber is interrupted and awaited first, its finalizers included, so the slot's scope
- * never closes under a handler that is still running. (`Effect.raceFirst` alone does not await its
- * racers when the racing fiber itself is interrupted: they are stopped only when that fiber ends, after
- * its scopes have closed.)
- */
-export const untilLost = <A, E, R, L = void>(next: Effect.Effect<A, E, R>, lost: Effect.Effect<L>, onLost: (lost: L) => A): Effect.Effect<A, E, R> =>
-  Effect.uninterruptibleMask((restore) =>
-    Effect.flatMap(Effect.fork(restore(next)), (handler) =>
-      restore(Effect.raceFirst(Fiber.join(handler), Effect.map(lost, onLost))).pipe(Effect.ensuring(Fiber.interrupt(handler)))
-    )
-  )
 
 /**
  * The admission's span (`warp.admission`: key, limit, slot, result, wait) and the slot-wait metric

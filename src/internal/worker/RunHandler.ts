@@ -15,7 +15,7 @@ import * as FiberId from "effect/FiberId"
 import * as Option from "effect/Option"
 import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
-import { type Attempt, CurrentAttempt, CurrentSlot } from "../attempt/Attempt.js"
+import { type Attempt, CurrentAttempt, CurrentSlot, lapsedText, untilLost } from "../attempt/Attempt.js"
 import type { AttemptInfo, SlotInfo } from "../job/Handler.js"
 import type { Job } from "../job/Job.js"
 import { Outcome } from "../job/Outcome.js"
@@ -104,5 +104,13 @@ export const runSaga = (state: WorkerState, locks: SemaphoreProviderService, att
     if (Option.isNone(slot)) {
       return Outcome.Requeued({ reason: `Saga correlation '${name}' busy`, at: new Date((yield* Clock.currentTimeMillis) + 50) })
     }
-    return yield* runHandler(state, attempt)
+    // like a concurrency slot: the handler is interrupted if the lock is lost while it runs, and a run
+    // whose lock lapsed meanwhile (its process paused or cut off past the deadline) is not recorded
+    const lock = slot.value
+    const what = `Lock of saga correlation '${name}'`
+    const outcome = yield* untilLost(runHandler(state, attempt), lock.lost, () =>
+      Outcome.Requeued({ reason: `${what} lost while running (connection to the semaphore provider died); requeued`, keepsPlace: true })
+    )
+    if (lock.lapsed !== undefined && (yield* lock.lapsed)) return Outcome.Requeued({ reason: lapsedText(what), keepsPlace: true })
+    return outcome
   }).pipe(Effect.catchAll((e) => Effect.succeed(Outcome.Failed({ error: e.message }))))
