@@ -4,7 +4,7 @@
  *   npm run bench                       (from the repository root: installs bench deps, runs all)
  *   BENCH_SCALE=0.2 npm run bench       quick run: job counts scaled down
  *   BENCH_ROUNDS=5                      alternating rounds per scenario (default 3)
- *   BENCH_ONLY=2,6                      only some scenarios (8: producers; 11: fair share and total caps)
+ *   BENCH_ONLY=2,6                      only some scenarios (8: producers; 11: fair share and total caps; 12: slot after SIGKILL)
  *   DATABASE_URL=postgres://...         use that server (default: an embedded one)
  *
  * Every measured run gets a fresh database. Within a scenario the systems run alternately, the order
@@ -23,6 +23,8 @@ import * as effectqueue from "./systems/effectqueue.js"
 import * as graphile from "./systems/graphile.js"
 import * as pgboss from "./systems/pgboss.js"
 import * as warp from "./systems/warp.js"
+import { slotAfterKill } from "./lib/slotAfterKill.js"
+import * as PrivateRedis from "../test/support/faults/PrivateRedis.js"
 
 const here = (p: string) => fileURLToPath(new URL(p, import.meta.url))
 const SCALE = Number(process.env.BENCH_SCALE ?? "1")
@@ -606,6 +608,42 @@ const runOn = async (kind: "fast" | "durable") => {
       }
       raw["11"] = out
       panels.push({ title: `11. Fair share: one hot key of ${hot.toLocaleString("en-US")} first, ${coldKeys} cold keys of ${cold}: Jain's index while all are backlogged`, unit: "Jain's index", bars })
+    }
+
+    // 12. how long a slot stays unusable after its holder is killed (SIGKILL), per provider and deadline
+    // (issue 23, item 7); the keyed throughput with lock-delay on and off is scenario 3's extra row
+    if (enabled("12")) {
+      const tries = Math.max(3, Math.round(5 * SCALE))
+      const deadlines = [2_000, 10_000] as const
+      const redis = (await PrivateRedis.available()) ? await PrivateRedis.start() : undefined
+      const url = await createDatabase(server.url)
+      log(`12. slot unusable after SIGKILL: ${tries} kills per provider and deadline (${deadlines.join(", ")} ms)${redis === undefined ? "; no redis-server here, Redis skipped" : ""}`)
+      const out: Record<string, unknown> = { tries, deadlines }
+      const bars: Array<Panel["bars"][number]> = []
+      try {
+        for (const deadlineMs of deadlines) {
+          for (const kind of ["pg", "pg-no-lock-delay", "redis"] as const) {
+            if (kind === "redis" && redis === undefined) continue
+            const figures = await slotAfterKill(kind, kind === "redis" ? redis!.url : url, deadlineMs, tries)
+            const label =
+              kind === "pg" ? "PostgreSQL provider, lock-delay on (default)" : kind === "pg-no-lock-delay" ? "PostgreSQL provider, lock-delay off" : "Redis provider"
+            log(`   ${label}, ${kind === "redis" ? "lease" : "deadline"} ${deadlineMs} ms: ${figures.map((f) => Math.round(f)).join(", ")} ms; median ${fmt(median(figures))}`)
+            out[`${kind}@${deadlineMs}`] = figures
+            rows.push({
+              scenario: "12 slot unusable after SIGKILL",
+              system: `warp-effect, ${label}`,
+              metric: `ms from the kill to the next grant, ${kind === "redis" ? "lease" : "deadline"} ${deadlineMs / 1000} s (median of ${tries}; min–max)`,
+              value: `${fmt(median(figures))} (${fmt(Math.min(...figures))}–${fmt(Math.max(...figures))})`
+            })
+            bars.push({ label: `${label}, ${deadlineMs / 1000} s`, value: median(figures), note: `${fmt(median(figures))} ms`, ours: true })
+          }
+        }
+      } finally {
+        await redis?.stop()
+        await dropDatabase(server.url, url)
+      }
+      raw["12"] = out
+      panels.push({ title: "12. Slot unusable after its holder's SIGKILL (ms, median)", unit: "ms", better: "lower", bars })
     }
   } finally {
     await server.stop()
