@@ -21,18 +21,23 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
+import * as Schedule from "effect/Schedule"
 import type * as Scope from "effect/Scope"
 import { SemaphoreProvider } from "../../src/internal/semaphore/SemaphoreProvider.js"
 import * as SemaphoreProviderPg from "../../src/internal/semaphore/SemaphoreProviderPg.js"
 import * as SemaphoreProviderRedis from "../../src/internal/semaphore/SemaphoreProviderRedis.js"
 
-/** Which provider holds the slot. */
-export type Kind = "pg" | "pg-no-lock-delay" | "redis"
+/** Which provider holds the slot (`pg-tcp`: the PostgreSQL provider with `deadlineBy: "tcp"`). */
+export type Kind = "pg" | "pg-tcp" | "pg-no-lock-delay" | "redis"
 
 const providerLayer = (kind: Kind, target: string, deadlineMs: number): Layer.Layer<SemaphoreProvider, unknown> =>
   kind === "redis"
     ? SemaphoreProviderRedis.layer({ redis: target, prefix: "warp:kill:", lease: Duration.millis(deadlineMs) })
-    : SemaphoreProviderPg.layer({ deadline: Duration.millis(deadlineMs), lockDelay: kind === "pg" }).pipe(
+    : SemaphoreProviderPg.layer({
+        deadline: Duration.millis(deadlineMs),
+        lockDelay: kind !== "pg-no-lock-delay",
+        ...(kind === "pg-tcp" ? { deadlineBy: "tcp" as const } : {})
+      }).pipe(
         Layer.provide(PgClient.layer({ url: Redacted.make(target), maxConnections: 4 }))
       )
 
@@ -45,7 +50,7 @@ const self = fileURLToPath(import.meta.url)
  * `tries` kills of a holder of `kind` (PostgreSQL database URL or Redis URL `target`, deadline or lease
  * `deadlineMs`): ms from each SIGKILL until this process was granted the slot.
  */
-export const slotAfterKill = (kind: Kind, target: string, deadlineMs: number, tries: number): Promise<Array<number>> => {
+export const slotAfterKill = (kind: Exclude<Kind, "pg-tcp">, target: string, deadlineMs: number, tries: number): Promise<Array<number>> => {
   const figures: Array<number> = []
   return withProvider(kind, target, deadlineMs, (p) =>
     Effect.gen(function* () {
@@ -77,13 +82,21 @@ export const slotAfterKill = (kind: Kind, target: string, deadlineMs: number, tr
 }
 
 if (process.argv[2] === "hold") {
-  // the child: take the slot, say so, hold it until killed
-  const [kind, target, name, deadline] = process.argv.slice(3) as [Kind, string, string, string]
+  // the child: take the slot, say so, hold it until killed. With "watch": when the slot is lost, say
+  // "LOST", then ask for a slot of another name every 20 ms until granted, and say "AGAIN" (the holder
+  // works again) — for a cut holder whose network comes back (scripts/direct-cut.ts)
+  const [kind, target, name, deadline, watch] = process.argv.slice(3) as [Kind, string, string, string, string | undefined]
   await withProvider(kind, target, Number(deadline), (p) =>
     Effect.gen(function* () {
       const slot = yield* p.tryAcquire(name, 1, "10 seconds")
       if (Option.isNone(slot)) return yield* Effect.die("no slot")
       process.stdout.write("HELD\n")
+      if (watch !== "watch") return yield* Effect.never
+      yield* slot.value.lost
+      process.stdout.write("LOST\n")
+      const again = Effect.scoped(Effect.flatMap(p.tryAcquire(`${name}-again`, 1, 0), (s) => (Option.isSome(s) ? Effect.void : Effect.fail("full"))))
+      yield* again.pipe(Effect.retry({ schedule: Schedule.spaced("20 millis") }))
+      process.stdout.write("AGAIN\n")
       return yield* Effect.never
     })
   )

@@ -7,7 +7,7 @@
  * whatever `initdb` is on the PATH). As root, the server runs as the `postgres` OS user.
  */
 import { execFile } from "node:child_process"
-import { chmodSync, existsSync, mkdtempSync, rmSync } from "node:fs"
+import { appendFileSync, chmodSync, existsSync, mkdtempSync, rmSync } from "node:fs"
 import * as EmbeddedPostgres from "../../../src/internal/testing/EmbeddedPostgres.js"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
@@ -43,7 +43,13 @@ export interface PrivatePg {
 }
 
 /** initdb into a temporary directory and start the server on a free port. */
-export const startPrivatePg = async (options: { readonly maxConnections?: number } = {}): Promise<PrivatePg> => {
+export const startPrivatePg = async (
+  options: {
+    readonly maxConnections?: number
+    /** Addresses to listen on besides 127.0.0.1 (clients of the server's own subnets are then trusted: `samenet`). */
+    readonly alsoListenOn?: ReadonlyArray<string>
+  } = {}
+): Promise<PrivatePg> => {
   const bin = binDir()
   const exe = (name: string) => (bin === "" ? name : join(bin, name))
   const root = mkdtempSync(join(tmpdir(), "warp-fault-pg-"))
@@ -56,9 +62,11 @@ export const startPrivatePg = async (options: { readonly maxConnections?: number
     asRoot ? run("runuser", ["-u", "postgres", "--", exe(name), ...args]) : run(exe(name), [...args])
 
   await pgTool("initdb", ["-D", data, "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync"])
+  const also = options.alsoListenOn ?? []
+  if (also.length > 0) appendFileSync(join(data, "pg_hba.conf"), "host all all samenet trust\n")
   let port = await freePort()
   const settings = [
-    "-c listen_addresses=127.0.0.1",
+    `-c listen_addresses=${["127.0.0.1", ...also].join(",")}`,
     `-c unix_socket_directories=${root}`,
     `-c max_connections=${options.maxConnections ?? 200}`,
     // fsync is about the machine crashing; a commit acknowledged must survive the server's crash, so
