@@ -100,20 +100,18 @@ const GroupInput = Schema.Struct({ group: PolicyKey, slots: PositiveInt })
  * every layer alike, and never found.
  */
 const hasNul = (key: unknown) => typeof key !== "string" || Describe.unstorableText(key) !== undefined
-const check = (key: string, slots: number, expiry?: LimitExpiry): Either.Either<ExpiryOf, InvalidPolicy> =>
-  Either.flatMap(
-    validate("concurrency", Input, { key, slots }, call("ConcurrencyLimitManager.addOrUpdateLimit", key, slots, expiry)),
-    () => checkExpiry(expiry, call("ConcurrencyLimitManager.addOrUpdateLimit", key, slots, expiry))
-  )
 
 /** A checked expiry: none, an instant, or a duration from the write. */
-const checkGroup = (group: string, slots: number, expiry?: LimitExpiry): Either.Either<ExpiryOf, InvalidPolicy> =>
-  Either.flatMap(
-    validate("concurrency", GroupInput, { group, slots }, call("ConcurrencyLimitManager.addOrUpdateGroupLimit", group, slots, expiry)),
-    () => checkExpiry(expiry, call("ConcurrencyLimitManager.addOrUpdateGroupLimit", group, slots, expiry))
-  )
-
 type ExpiryOf = { readonly _tag: "None" } | { readonly _tag: "At"; readonly at: Date } | { readonly _tag: "In"; readonly millis: number }
+
+/** The input rules of one kind of override: a key's, or a group's (a total cap's). */
+const checkOf =
+  (entry: string, input: typeof Input | typeof GroupInput, field: "key" | "group") =>
+  (name: string, slots: number, expiry?: LimitExpiry): Either.Either<ExpiryOf, InvalidPolicy> =>
+    Either.flatMap(
+      validate("concurrency", input as Schema.Schema<unknown>, { [field]: name, slots }, call(entry, name, slots, expiry)),
+      () => checkExpiry(expiry, call(entry, name, slots, expiry))
+    )
 
 const refuse = (entry: string, field: string, rule: string, value: unknown) =>
   Either.left(new InvalidPolicy({ family: "concurrency", message: `${entry}: ${field} ${rule}, got ${Describe.show(value)}`, entry, path: [field], value, rule }))
@@ -137,163 +135,150 @@ const checkExpiry = (expiry: LimitExpiry | undefined, entry: string): Either.Eit
 /** Whether `limit` still applies at `now` (epoch millis). */
 export const isLive = (limit: { readonly expiresAt?: Date | undefined }, now: number): boolean => limit.expiresAt === undefined || limit.expiresAt.getTime() > now
 
-/** In-memory overrides; expiry is measured on the `Clock` (so `TestClock` drives it). */
-export const layerMemory: Layer.Layer<ConcurrencyLimitManager> = Layer.sync(ConcurrencyLimitManager, () => {
-  const rows = new Map<string, ConcurrencyLimit>()
-  const groups = new Map<string, ConcurrencyGroupLimit>()
+/** The four operations of one kind of override (a key's, or a group's), as the service names them. */
+interface Overrides<A> {
+  readonly addOrUpdate: (name: string, slots: number, expiry?: LimitExpiry) => Effect.Effect<void, InvalidPolicy | LimitStoreError>
+  readonly remove: (name: string) => Effect.Effect<boolean, LimitStoreError>
+  readonly list: Effect.Effect<ReadonlyArray<A>, LimitStoreError>
+  readonly get: (name: string) => Effect.Effect<Option.Option<A>, LimitStoreError>
+}
+
+/** What tells the two kinds of override apart. */
+interface Kind<A> {
+  readonly check: (name: string, slots: number, expiry?: LimitExpiry) => Either.Either<ExpiryOf, InvalidPolicy>
+  readonly make: (name: string, slots: number, updatedAt: Date, expiresAt: Date | undefined) => A
+  readonly nameOf: (a: A) => string
+  /** PostgreSQL: the table and its name column. */
+  readonly table: string
+  readonly column: string
+  /** The operations' names, for `LimitStoreError.operation`. */
+  readonly ops: { readonly addOrUpdate: string; readonly remove: string; readonly list: string; readonly get: string }
+}
+
+const keys: Kind<ConcurrencyLimit> = {
+  check: checkOf("ConcurrencyLimitManager.addOrUpdateLimit", Input, "key"),
+  make: (key, slots, updatedAt, expiresAt) => new ConcurrencyLimit({ key, slots, updatedAt, ...(expiresAt === undefined ? {} : { expiresAt }) }),
+  nameOf: (l) => l.key,
+  table: "warp_concurrency_limits",
+  column: "key",
+  ops: { addOrUpdate: "addOrUpdateLimit", remove: "removeLimit", list: "list", get: "get" }
+}
+
+const groups: Kind<ConcurrencyGroupLimit> = {
+  check: checkOf("ConcurrencyLimitManager.addOrUpdateGroupLimit", GroupInput, "group"),
+  make: (group, slots, updatedAt, expiresAt) => new ConcurrencyGroupLimit({ group, slots, updatedAt, ...(expiresAt === undefined ? {} : { expiresAt }) }),
+  nameOf: (g) => g.group,
+  table: "warp_concurrency_group_limits",
+  column: "group_name",
+  ops: { addOrUpdate: "addOrUpdateGroupLimit", remove: "removeGroupLimit", list: "listGroupLimits", get: "getGroupLimit" }
+}
+
+/** The service over the two kinds' operations. */
+const serviceOf = (k: Overrides<ConcurrencyLimit>, g: Overrides<ConcurrencyGroupLimit>, readAtClaim?: boolean): ConcurrencyLimitManagerService => ({
+  ...(readAtClaim === undefined ? {} : { readAtClaim }),
+  addOrUpdateLimit: k.addOrUpdate,
+  removeLimit: k.remove,
+  list: k.list,
+  get: k.get,
+  addOrUpdateGroupLimit: g.addOrUpdate,
+  removeGroupLimit: g.remove,
+  listGroupLimits: g.list,
+  getGroupLimit: g.get
+})
+
+/** One kind of override in memory; expiry on the `Clock`. */
+const memoryOverrides = <A extends { readonly expiresAt?: Date | undefined }>(kind: Kind<A>): Overrides<A> => {
+  const rows = new Map<string, A>()
   /** Drops the expired rows (lazy purge) and returns the time it read. */
   const purge = Effect.map(Clock.currentTimeMillis, (now) => {
-    for (const [key, row] of rows) if (!isLive(row, now)) rows.delete(key)
-    for (const [group, row] of groups) if (!isLive(row, now)) groups.delete(group)
+    for (const [name, row] of rows) if (!isLive(row, now)) rows.delete(name)
     return now
   })
-  const expiresAtOf = (exp: ExpiryOf, now: number) => (exp._tag === "At" ? exp.at : exp._tag === "In" ? new Date(now + exp.millis) : undefined)
   return {
-    addOrUpdateLimit: (key, slots, expiry) =>
-      Either.match(check(key, slots, expiry), {
+    addOrUpdate: (name, slots, expiry) =>
+      Either.match(kind.check(name, slots, expiry), {
         onLeft: Effect.fail,
         onRight: (exp) =>
           Effect.map(purge, (now) => {
-            const expiresAt = expiresAtOf(exp, now)
-            rows.set(key, new ConcurrencyLimit({ key, slots, updatedAt: new Date(now), ...(expiresAt === undefined ? {} : { expiresAt }) }))
+            rows.set(name, kind.make(name, slots, new Date(now), exp._tag === "At" ? exp.at : exp._tag === "In" ? new Date(now + exp.millis) : undefined))
           })
       }),
     // an expired row is deleted too, but was no override in force: false, as if purged already
-    removeLimit: (key) =>
-      hasNul(key)
+    remove: (name) =>
+      hasNul(name)
         ? Effect.succeed(false)
         : Effect.map(Clock.currentTimeMillis, (now) => {
-            const row = rows.get(key)
-            rows.delete(key)
+            const row = rows.get(name)
+            rows.delete(name)
             return row !== undefined && isLive(row, now)
           }),
-    // code-unit order, like PostgreSQL's COLLATE "C" for the keys people use
-    list: Effect.map(purge, () => [...rows.values()].sort((a, b) => (a.key < b.key ? -1 : 1))),
-    get: (key) =>
-      hasNul(key)
+    // code-unit order, like PostgreSQL's COLLATE "C" for the names people use
+    list: Effect.map(purge, () => [...rows.values()].sort((a, b) => (kind.nameOf(a) < kind.nameOf(b) ? -1 : 1))),
+    get: (name) =>
+      hasNul(name)
         ? Effect.succeed(Option.none())
-        : Effect.map(Clock.currentTimeMillis, (now) => Option.filter(Option.fromNullable(rows.get(key)), (row) => isLive(row, now))),
-    addOrUpdateGroupLimit: (group, slots, expiry) =>
-      Either.match(checkGroup(group, slots, expiry), {
-        onLeft: Effect.fail,
-        onRight: (exp) =>
-          Effect.map(purge, (now) => {
-            const expiresAt = expiresAtOf(exp, now)
-            groups.set(group, new ConcurrencyGroupLimit({ group, slots, updatedAt: new Date(now), ...(expiresAt === undefined ? {} : { expiresAt }) }))
-          })
-      }),
-    removeGroupLimit: (group) =>
-      hasNul(group)
-        ? Effect.succeed(false)
-        : Effect.map(Clock.currentTimeMillis, (now) => {
-            const row = groups.get(group)
-            groups.delete(group)
-            return row !== undefined && isLive(row, now)
-          }),
-    listGroupLimits: Effect.map(purge, () => [...groups.values()].sort((a, b) => (a.group < b.group ? -1 : 1))),
-    getGroupLimit: (group) =>
-      hasNul(group)
-        ? Effect.succeed(Option.none())
-        : Effect.map(Clock.currentTimeMillis, (now) => Option.filter(Option.fromNullable(groups.get(group)), (row) => isLive(row, now)))
+        : Effect.map(Clock.currentTimeMillis, (now) => Option.filter(Option.fromNullable(rows.get(name)), (row) => isLive(row, now)))
   }
-})
+}
 
-const toLimit = (r: any) =>
-  new ConcurrencyLimit({
-    key: r.key,
-    slots: Number(r.slots),
-    updatedAt: new Date(r.updated_at),
-    ...(r.expires_at === null || r.expires_at === undefined ? {} : { expiresAt: new Date(r.expires_at) })
-  })
-
-const toGroupLimit = (r: any) =>
-  new ConcurrencyGroupLimit({
-    group: r.group_name,
-    slots: Number(r.slots),
-    updatedAt: new Date(r.updated_at),
-    ...(r.expires_at === null || r.expires_at === undefined ? {} : { expiresAt: new Date(r.expires_at) })
-  })
+/** In-memory overrides; expiry is measured on the `Clock` (so `TestClock` drives it). */
+export const layerMemory: Layer.Layer<ConcurrencyLimitManager> = Layer.sync(ConcurrencyLimitManager, () =>
+  serviceOf(memoryOverrides(keys), memoryOverrides(groups))
+)
 
 /** The SQL condition "this row's override still applies". */
 const live = "(expires_at IS NULL OR expires_at > now())"
 
-/** Builds the PostgreSQL overrides service (table `warp_concurrency_limits`). */
-export const makePg = Effect.gen(function* () {
-  const sql = yield* SqlClient.SqlClient
+/** One kind of override in its PostgreSQL table. */
+const pgOverrides = <A>(sql: SqlClient.SqlClient, kind: Kind<A>): Overrides<A> => {
   const fail = (operation: string) => (cause: unknown) => new LimitStoreError({ operation, cause })
+  const table = sql.literal(kind.table)
+  const column = sql.literal(kind.column)
+  const toRow = (r: any) =>
+    kind.make(r.name, Number(r.slots), new Date(r.updated_at), r.expires_at === null || r.expires_at === undefined ? undefined : new Date(r.expires_at))
   const expiresAtOf = (exp: ExpiryOf) =>
     exp._tag === "At"
       ? sql`${exp.at.toISOString()}::timestamptz`
       : exp._tag === "In"
         ? sql`now() + ${exp.millis} * interval '1 millisecond'`
         : sql`NULL::timestamptz`
-  const service: ConcurrencyLimitManagerService = {
-    readAtClaim: true,
-    addOrUpdateLimit: (key, slots, expiry) =>
-      Either.match(check(key, slots, expiry), {
+  return {
+    addOrUpdate: (name, slots, expiry) =>
+      Either.match(kind.check(name, slots, expiry), {
         onLeft: Effect.fail,
         onRight: (exp) =>
-          sql`INSERT INTO warp_concurrency_limits (key, slots, expires_at)
-              VALUES (${key}, ${slots}, ${expiresAtOf(exp)})
-              ON CONFLICT (key) DO UPDATE SET slots = EXCLUDED.slots, expires_at = EXCLUDED.expires_at, updated_at = now()`.pipe(
+          sql`INSERT INTO ${table} (${column}, slots, expires_at)
+              VALUES (${name}, ${slots}, ${expiresAtOf(exp)})
+              ON CONFLICT (${column}) DO UPDATE SET slots = EXCLUDED.slots, expires_at = EXCLUDED.expires_at, updated_at = now()`.pipe(
             Effect.asVoid,
-            Effect.mapError(fail("addOrUpdateLimit"))
+            Effect.mapError(fail(kind.ops.addOrUpdate))
           )
       }),
-    removeLimit: (key) =>
-      hasNul(key)
+    remove: (name) =>
+      hasNul(name)
         ? Effect.succeed(false)
-        : sql`DELETE FROM warp_concurrency_limits WHERE key = ${key} RETURNING ${sql.literal(live)} AS live`.pipe(
+        : sql`DELETE FROM ${table} WHERE ${column} = ${name} RETURNING ${sql.literal(live)} AS live`.pipe(
             Effect.map((rows) => rows.length > 0 && (rows[0] as any).live === true),
-            Effect.mapError(fail("removeLimit"))
+            Effect.mapError(fail(kind.ops.remove))
           ),
     list: sql`
-      WITH purged AS (DELETE FROM warp_concurrency_limits WHERE NOT ${sql.literal(live)})
-      SELECT key, slots, updated_at, expires_at FROM warp_concurrency_limits WHERE ${sql.literal(live)} ORDER BY key COLLATE "C"`.pipe(
-      Effect.map((rows) => rows.map(toLimit)),
-      Effect.mapError(fail("list"))
+      WITH purged AS (DELETE FROM ${table} WHERE NOT ${sql.literal(live)})
+      SELECT ${column} AS name, slots, updated_at, expires_at FROM ${table} WHERE ${sql.literal(live)} ORDER BY ${column} COLLATE "C"`.pipe(
+      Effect.map((rows) => rows.map(toRow)),
+      Effect.mapError(fail(kind.ops.list))
     ),
-    get: (key) =>
-      hasNul(key)
+    get: (name) =>
+      hasNul(name)
         ? Effect.succeed(Option.none())
-        : sql`SELECT key, slots, updated_at, expires_at FROM warp_concurrency_limits WHERE key = ${key} AND ${sql.literal(live)}`.pipe(
-            Effect.map((rows) => Option.map(Option.fromNullable(rows[0]), toLimit)),
-            Effect.mapError(fail("get"))
-          ),
-    addOrUpdateGroupLimit: (group, slots, expiry) =>
-      Either.match(checkGroup(group, slots, expiry), {
-        onLeft: Effect.fail,
-        onRight: (exp) =>
-          sql`INSERT INTO warp_concurrency_group_limits (group_name, slots, expires_at)
-              VALUES (${group}, ${slots}, ${expiresAtOf(exp)})
-              ON CONFLICT (group_name) DO UPDATE SET slots = EXCLUDED.slots, expires_at = EXCLUDED.expires_at, updated_at = now()`.pipe(
-            Effect.asVoid,
-            Effect.mapError(fail("addOrUpdateGroupLimit"))
-          )
-      }),
-    removeGroupLimit: (group) =>
-      hasNul(group)
-        ? Effect.succeed(false)
-        : sql`DELETE FROM warp_concurrency_group_limits WHERE group_name = ${group} RETURNING ${sql.literal(live)} AS live`.pipe(
-            Effect.map((rows) => rows.length > 0 && (rows[0] as any).live === true),
-            Effect.mapError(fail("removeGroupLimit"))
-          ),
-    listGroupLimits: sql`
-      WITH purged AS (DELETE FROM warp_concurrency_group_limits WHERE NOT ${sql.literal(live)})
-      SELECT group_name, slots, updated_at, expires_at FROM warp_concurrency_group_limits WHERE ${sql.literal(live)} ORDER BY group_name COLLATE "C"`.pipe(
-      Effect.map((rows) => rows.map(toGroupLimit)),
-      Effect.mapError(fail("listGroupLimits"))
-    ),
-    getGroupLimit: (group) =>
-      hasNul(group)
-        ? Effect.succeed(Option.none())
-        : sql`SELECT group_name, slots, updated_at, expires_at FROM warp_concurrency_group_limits WHERE group_name = ${group} AND ${sql.literal(live)}`.pipe(
-            Effect.map((rows) => Option.map(Option.fromNullable(rows[0]), toGroupLimit)),
-            Effect.mapError(fail("getGroupLimit"))
+        : sql`SELECT ${column} AS name, slots, updated_at, expires_at FROM ${table} WHERE ${column} = ${name} AND ${sql.literal(live)}`.pipe(
+            Effect.map((rows) => Option.map(Option.fromNullable(rows[0]), toRow)),
+            Effect.mapError(fail(kind.ops.get))
           )
   }
-  return service
-})
+}
+
+/** Builds the PostgreSQL overrides service (tables `warp_concurrency_limits`, `warp_concurrency_group_limits`). */
+export const makePg = Effect.map(SqlClient.SqlClient, (sql) => serviceOf(pgOverrides(sql, keys), pgOverrides(sql, groups), true))
 
 /** PostgreSQL overrides; runs the concurrency addon's migration when built. */
 export const layerPg: Layer.Layer<ConcurrencyLimitManager, LimitStoreError, SqlClient.SqlClient> = Layer.effect(
