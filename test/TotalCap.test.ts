@@ -8,6 +8,7 @@ import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
 import { Concurrency, Contract, Handler, InvalidPolicy, JobParameters, Publisher, Semaphore, Worker } from "warp-effect"
 import { groupCancelledText, groupRequeuedText } from "../src/internal/concurrency/ConcurrencyBehavior.js"
+import type { JobStore } from "../src/internal/store/JobStore.js"
 import { HolderCounter } from "./support/holders.js"
 import { detail, drained, stateOf, until } from "./support/runtime.js"
 import { workerEnvs } from "./support/env.js"
@@ -64,62 +65,63 @@ for (const [name, env] of setups) {
       }).pipe(Effect.provide(env([handler])))
     })
 
-    it.live("Skip: a job whose key has room but whose group is full is cancelled with the group's text", () =>
+    /**
+     * Four tenants of one job each in a group of 2 (`params`), on 4 lanes: the two admitted handlers stay
+     * inside until `whileFull` (what the test waits to see while the group is full) is done, so the group
+     * is full when the other two are picked up however slowly the lanes claim. Returns the jobs' ids.
+     */
+    const fourInPair = (params: (tenant: string) => ReturnType<typeof JobParameters.make>, whileFull: (ids: ReadonlyArray<string>) => Effect.Effect<void, unknown, JobStore>) =>
       Effect.gen(function* () {
-        // the two admitted handlers stay inside until the test has seen the other two cancelled, so the
-        // group is full when they are picked up however slowly the lanes claim
         const release = yield* Deferred.make<void>()
         const handler = Handler.job(Export, () => Deferred.await(release))
         return yield* Effect.gen(function* () {
           const p = yield* Publisher.Publisher
-          // four tenants, each a Mutex in Skip mode, in a group of 2: two of the four find the group full
-          const ids = yield* Effect.forEach(["a", "b", "c", "d"], (tenant, i) =>
-            p.enqueue(Export, { tenant, i }, JobParameters.make().withMutex(tenant, "Skip", { group: "pair", limit: 2 }))
-          )
-          const deleted = Effect.map(Effect.forEach(ids, stateOf), (states) => states.filter((s) => s === "Deleted").length)
+          const ids = yield* Effect.forEach(["a", "b", "c", "d"], (tenant, i) => p.enqueue(Export, { tenant, i }, params(tenant)))
           yield* Effect.scoped(
             Worker.make({ addons: [Concurrency.addon], concurrency: 4, pollInterval: "5 millis" }).pipe(
-              Effect.zipRight(until(deleted, (n) => n >= 2, 30_000)),
+              Effect.zipRight(whileFull(ids)),
               Effect.zipRight(Deferred.succeed(release, undefined)),
               Effect.zipRight(drained(30_000))
             )
           )
-          const details = yield* Effect.forEach(ids, detail)
-          const states = details.map((d) => d.job.state).sort()
-          expect(states).toEqual(["Deleted", "Deleted", "Succeeded", "Succeeded"])
-          for (const d of details.filter((d) => d.job.state === "Deleted")) {
-            expect(d.logs.at(-1)?.message).toBe(groupCancelledText("pair", 2))
-          }
+          return { ids, details: yield* Effect.forEach(ids, detail) }
         }).pipe(Effect.provide(env([handler])))
+      })
+
+    it.live("Skip: a job whose key has room but whose group is full is cancelled with the group's text", () =>
+      Effect.gen(function* () {
+        // each a Mutex in Skip mode: two of the four find the group full
+        const deleted = (ids: ReadonlyArray<string>) => Effect.map(Effect.forEach(ids, stateOf), (states) => states.filter((s) => s === "Deleted").length)
+        const { details } = yield* fourInPair(
+          (tenant) => JobParameters.make().withMutex(tenant, "Skip", { group: "pair", limit: 2 }),
+          (ids) => until(deleted(ids), (n) => n >= 2, 30_000)
+        )
+        const states = details.map((d) => d.job.state).sort()
+        expect(states).toEqual(["Deleted", "Deleted", "Succeeded", "Succeeded"])
+        for (const d of details.filter((d) => d.job.state === "Deleted")) {
+          expect(d.logs.at(-1)?.message).toBe(groupCancelledText("pair", 2))
+        }
       }))
 
     it.live("Wait with weights: a job requeued because its group is full keeps its fair-share tag (not served, not charged)", () =>
       Effect.gen(function* () {
-        const release = yield* Deferred.make<void>()
-        const handler = Handler.job(Export, () => Deferred.await(release))
-        return yield* Effect.gen(function* () {
-          const p = yield* Publisher.Publisher
-          // four keys of one job each, in a group of 2: two run (and stay inside), two find the group full
-          const ids = yield* Effect.forEach(["a", "b", "c", "d"], (tenant, i) =>
-            p.enqueue(Export, { tenant, i }, JobParameters.make().withSemaphore(tenant, 1, "Wait", { total: { group: "pair", limit: 2 }, weight: 1 }))
-          )
-          const tags = Effect.map(Effect.forEach(ids, detail), (ds) => ds.map((d) => d.job.fairTag))
-          const before = yield* tags
-          expect(before.every((t) => typeof t === "number")).toBe(true)
-          const groupRequeues = Effect.map(Effect.forEach(ids, detail), (ds) =>
-            ds.flatMap((d) => d.logs.filter((l) => l.message === groupRequeuedText("pair", 2))).length
-          )
-          yield* Effect.scoped(
-            Worker.make({ addons: [Concurrency.addon], concurrency: 4, pollInterval: "5 millis" }).pipe(
-              // several requeues each (a requeue that took a new tag would step it by 1 / weight every time)
-              Effect.zipRight(until(groupRequeues, (n) => n >= 6, 30_000)),
-              Effect.zipRight(Effect.map(tags, (t) => expect(t).toEqual(before))),
-              Effect.zipRight(Deferred.succeed(release, undefined)),
-              Effect.zipRight(drained(30_000))
-            )
-          )
-          expect((yield* Effect.forEach(ids, stateOf)).every((s) => s === "Succeeded")).toBe(true)
-        }).pipe(Effect.provide(env([handler])))
+        const tagsOf = (ids: ReadonlyArray<string>) => Effect.map(Effect.forEach(ids, detail), (ds) => ds.map((d) => d.job.fairTag))
+        const groupRequeues = (ids: ReadonlyArray<string>) =>
+          Effect.map(Effect.forEach(ids, detail), (ds) => ds.flatMap((d) => d.logs.filter((l) => l.message === groupRequeuedText("pair", 2))).length)
+        const { details } = yield* fourInPair(
+          (tenant) => JobParameters.make().withSemaphore(tenant, 1, "Wait", { total: { group: "pair", limit: 2 }, weight: 1 }),
+          (ids) =>
+            Effect.gen(function* () {
+              // the tags given at insert (read once the worker runs: a requeue re-tags only at its finalize)
+              const before = yield* tagsOf(ids)
+              expect(before.every((t) => typeof t === "number")).toBe(true)
+              // several requeues after that read (a requeue that took a new tag would step it by 1 / weight every time)
+              const seen = yield* groupRequeues(ids)
+              yield* until(groupRequeues(ids), (n) => n >= seen + 4, 30_000)
+              expect(yield* tagsOf(ids)).toEqual(before)
+            })
+        )
+        expect(details.every((d) => d.job.state === "Succeeded")).toBe(true)
       }))
   })
 }
