@@ -74,9 +74,6 @@ export const lapsedTotal = Metric.counter("warp_concurrency_slot_lapsed_total", 
   description: "Attempts whose slot lapsed while they ran (their process paused or cut off past the provider's deadline)"
 })
 
-/** The outcome of an attempt whose slot lapsed while it ran (see `Attempt.lapsedText`). */
-export { lapsedText }
-
 /** The metric family of a key: its text up to the first ':' (bounded cardinality). */
 export const keyFamily = Telemetry.keyFamily
 

@@ -420,6 +420,8 @@ export const fairOf = (metadata: unknown): { readonly flow: string; readonly wei
  * does not hold V back (only due rows count), and once due it ranks by that old tag — ahead of rows
  * tagged since, by up to the service its flow was owed when it was inserted.
  */
+export const fairTagOf = (virtual: number, last: number | undefined, weight: number): number => Math.max(virtual, last ?? -Infinity) + 1 / weight
+
 /**
  * Whether a finalizing write of `outcome` (into `state`) gives a weighted row a new tag at the back of
  * its flow: a requeue does, unless it keeps its place or its tag (see `Outcome.Requeued`).
@@ -427,8 +429,6 @@ export const fairOf = (metadata: unknown): { readonly flow: string; readonly wei
 export const retagsOn = (outcome: Outcome, state: JobState): boolean =>
   (state === "Enqueued" || state === "Scheduled") &&
   !(outcome._tag === "Requeued" && (outcome.keepsPlace === true || outcome.keepsTag === true))
-
-export const fairTagOf = (virtual: number, last: number | undefined, weight: number): number => Math.max(virtual, last ?? -Infinity) + 1 / weight
 
 const byTimeThenId = (a: Job, b: Job) => a.scheduleTime.getTime() - b.scheduleTime.getTime() || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0)
 const byTagThenId = (a: Job, b: Job) => a.fairTag! - b.fairTag! || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0)
