@@ -6,10 +6,12 @@
  *   BENCH_ROUNDS=5                      alternating rounds per scenario (default 3)
  *   BENCH_ONLY=2,6                      only some scenarios (8: producers; 11: fair share and total caps; 12: slot after SIGKILL)
  *   DATABASE_URL=postgres://...         use that server (default: an embedded one)
+ *   BENCH_OUT=results-producers         write results-producers.json/.svg instead of results.json/.svg
  *
  * Every measured run gets a fresh database. Within a scenario the systems run alternately, the order
  * flipped every round (A B, B A, A B ...); medians over rounds are reported. Prints one table and
- * writes results.json and results.svg next to this file.
+ * writes results.json and results.svg next to this file (after each server's pass, marked partial
+ * until the last).
  */
 import { cpus } from "node:os"
 import { readFileSync, writeFileSync } from "node:fs"
@@ -31,6 +33,8 @@ const SCALE = Number(process.env.BENCH_SCALE ?? "1")
 const ROUNDS = Math.max(1, Number(process.env.BENCH_ROUNDS ?? "3"))
 const ONLY = process.env.BENCH_ONLY?.split(",").map((s) => s.trim())
 const scaled = (x: number) => Math.max(1, Math.round(x * SCALE))
+/** The output files' base name, next to this file (default `results`: results.json and results.svg). */
+const OUT = process.env.BENCH_OUT ?? "results"
 const enabled = (id: string) => ONLY === undefined || ONLY.includes(id)
 const log = (...xs: Array<unknown>) => console.error(`[bench ${((performance.now() - started) / 1000).toFixed(0)}s]`, ...xs)
 const started = performance.now()
@@ -671,20 +675,36 @@ const main = async () => {
     return "unknown"
   }
   const servers: Array<{ kind: string; postgres: string; server: string }> = []
-  for (const kind of SERVERS) servers.push(await runOn(kind))
-  const meta = {
-    date: new Date().toISOString(),
-    cpus: cpus().length,
-    cpuModel: cpus()[0]?.model ?? "unknown",
-    node: process.version,
-    postgres: [...new Set(servers.map((x) => x.postgres))].join(", "),
-    server: servers.map((x) => `${x.kind}: ${x.server}`).join("; "),
-    servers,
-    scale: SCALE,
-    rounds: ROUNDS,
-    peers: { "graphile-worker": peerVersion("graphile-worker"), "pg-boss": peerVersion("pg-boss"), "@effect/sql": peerVersion("@effect/sql") },
-    wallSeconds: Math.round((performance.now() - started) / 1000)
+  /**
+   * Writes what the run has measured so far: after each server's pass (marked `partial` until the
+   * last), so a run that stops in a later scenario keeps the figures of the passes it finished.
+   */
+  const write = (partial: boolean) => {
+    const meta = {
+      date: new Date().toISOString(),
+      partial,
+      cpus: cpus().length,
+      cpuModel: cpus()[0]?.model ?? "unknown",
+      node: process.version,
+      postgres: [...new Set(servers.map((x) => x.postgres))].join(", "),
+      server: servers.map((x) => `${x.kind}: ${x.server}`).join("; "),
+      servers,
+      scale: SCALE,
+      rounds: ROUNDS,
+      only: ONLY ?? "all",
+      peers: { "graphile-worker": peerVersion("graphile-worker"), "pg-boss": peerVersion("pg-boss"), "@effect/sql": peerVersion("@effect/sql") },
+      wallSeconds: Math.round((performance.now() - started) / 1000)
+    }
+    const summary = `${meta.date.slice(0, 10)}, ${meta.cpus} CPUs (${meta.cpuModel}), Node ${meta.node}, PostgreSQL ${meta.postgres} ${meta.server}, graphile-worker ${meta.peers["graphile-worker"]}, pg-boss ${meta.peers["pg-boss"]}, @effect/sql ${meta.peers["@effect/sql"]}, scale ${SCALE}, ${ROUNDS} rounds, wall ${meta.wallSeconds} s${partial ? " (partial)" : ""}`
+    writeFileSync(here(`${OUT}.json`), JSON.stringify({ meta, goals, rows, raw }, null, 2) + "\n")
+    writeFileSync(here(`${OUT}.svg`), render("warp-effect vs graphile-worker vs pg-boss", summary, panels))
+    return summary
   }
+  for (const kind of SERVERS) {
+    servers.push(await runOn(kind))
+    if (servers.length < SERVERS.length) write(true)
+  }
+  const summary = write(false)
 
   // the table
   const header = ["server", "scenario", "system", "metric", "median", "ratio", "goal", "met"]
@@ -693,12 +713,9 @@ const main = async () => {
     `|${header.map(() => "---").join("|")}|`,
     ...rows.map((r) => `| ${[r.server ?? "", r.scenario, r.system, r.metric, r.value, r.ratio ?? "", r.goal ?? "", r.met === undefined ? "" : r.met ? "yes" : "no"].join(" | ")} |`)
   ].join("\n")
-  const summary = `${meta.date.slice(0, 10)}, ${meta.cpus} CPUs (${meta.cpuModel}), Node ${meta.node}, PostgreSQL ${meta.postgres} ${meta.server}, graphile-worker ${meta.peers["graphile-worker"]}, pg-boss ${meta.peers["pg-boss"]}, @effect/sql ${meta.peers["@effect/sql"]}, scale ${SCALE}, ${ROUNDS} rounds, wall ${meta.wallSeconds} s`
   console.log(`\n${summary}\n\n${table}\n`)
   for (const g of goals) console.log(`goal ${g.met ? "met    " : "NOT met"}: ${g.goal} — measured ${g.measured}`)
-  writeFileSync(here("results.json"), JSON.stringify({ meta, goals, rows, raw }, null, 2) + "\n")
-  writeFileSync(here("results.svg"), render("warp-effect vs graphile-worker vs pg-boss", summary, panels))
-  console.log(`\nwrote bench/results.json and bench/results.svg`)
+  console.log(`\nwrote bench/${OUT}.json and bench/${OUT}.svg`)
 }
 
 main().catch((e) => {

@@ -47,8 +47,11 @@ const insertRows = (sql: SqlClient.SqlClient, rows: ReadonlyArray<NewJob>) => {
                   fair === undefined ? sql`` : sql`, ${nextTag(sql, sql`${fair.flow}::text`, sql`${fair.weight}::float8`)}`
                 })`.pipe(Effect.asVoid)
   }
-  const arrays: Array<Statement.Fragment> = [sql`${rows.map((r) => r.id)}::text[]`, sql`${rows.map((r) => JSON.stringify(r.payload))}::jsonb[]`]
-  const names = ["id", "payload"]
+  // the payloads as one JSON array (one native stringify, parsed once by the server) rather than a
+  // jsonb[] parameter, whose array literal the driver builds by escaping every element's text
+  const payloads = sql`jsonb_array_elements(${JSON.stringify(rows.map((r) => r.payload ?? null))}::jsonb)`
+  const arrays: Array<Statement.Fragment> = [sql`${rows.map((r) => r.id)}::text[]`]
+  const names = ["id"]
   const column = <A>(name: string, type: string, get: (r: NewJob) => A, wire: (a: A) => unknown): Statement.Fragment => {
     const v = get(first)
     if (rows.every((r) => get(r) === v)) return sql`${wire(v)}::${sql.literal(type)}`
@@ -62,12 +65,14 @@ const insertRows = (sql: SqlClient.SqlClient, rows: ReadonlyArray<NewJob>) => {
   const scheduleTime = column("schedule_time", "timestamptz", (r) => r.scheduleTime.getTime(), (ms) => new Date(ms).toISOString())
   const metadata = column("metadata", "jsonb", (r) => (r.metadata === first.metadata ? first.metadata : JSON.stringify(r.metadata)), (m) =>
     typeof m === "string" ? m : JSON.stringify(m))
+  // the arrays and the payloads zipped into rows (each array unnested in step with the payloads)
+  const source = () => sql`ROWS FROM (${sql.csv([...arrays.map((a) => sql`unnest(${a})`), payloads])})`
   if (!anyFair) {
     return sql`
       INSERT INTO warp_jobs (id, type, handler, payload, state, schedule_time, metadata, origin, origin_for)
       SELECT x.id, ${type}, ${handler}, x.payload, ${state}, ${scheduleTime}, ${metadata}, ${state},
              CASE WHEN ${state} = 'Scheduled' THEN ${scheduleTime} END
-      FROM unnest(${sql.csv(arrays)}) AS x(${sql.literal(names.join(", "))})`.pipe(Effect.asVoid)
+      FROM ${source()} AS x(${sql.literal(names.join(", "))}, payload)`.pipe(Effect.asVoid)
   }
   // tags: V once, the last tag of each distinct flow once (index probes), then each flow's rows of the
   // chunk step by 1/w in chunk order: max(V, last) + the running sum of 1/w over the flow's rows so far
@@ -76,7 +81,7 @@ const insertRows = (sql: SqlClient.SqlClient, rows: ReadonlyArray<NewJob>) => {
   const weight = column("fair_w", "float8", (r) => fairOfRow.get(r)?.weight ?? null, (a) => a)
   return sql`
       WITH x AS (
-        SELECT * FROM unnest(${sql.csv(arrays)}) WITH ORDINALITY AS x(${sql.literal(names.join(", "))}, ord)
+        SELECT * FROM ${source()} WITH ORDINALITY AS x(${sql.literal(names.join(", "))}, payload, ord)
       ), v AS (
         SELECT ${virtualTime(sql)} AS v
       ), f AS (
