@@ -24,6 +24,7 @@ import core0007 from "../../../migrations/core/0007_warp_jobs_key_insight.js"
 import core0008 from "../../../migrations/core/0008_warp_workers_application_name.js"
 import core0009 from "../../../migrations/core/0009_warp_slot_audit.js"
 import core0010 from "../../../migrations/core/0010_warp_jobs_fair_share.js"
+import core0011 from "../../../migrations/core/0011_warp_jobs_drop_due.js"
 
 const run = (migrations: Record<string, Effect.Effect<void, unknown, SqlClient.SqlClient>>, table: string) =>
   Migrator.make({})({ loader: Migrator.fromRecord(migrations), table })
@@ -43,7 +44,8 @@ export const core: MigrationRun = run(
     "0007_warp_jobs_key_insight": core0007,
     "0008_warp_workers_application_name": core0008,
     "0009_warp_slot_audit": core0009,
-    "0010_warp_jobs_fair_share": core0010
+    "0010_warp_jobs_fair_share": core0010,
+    "0011_warp_jobs_drop_due": core0011
   },
   "warp_migrations"
 )

@@ -44,13 +44,14 @@ export const fetch = (
       hint.sameSlot !== undefined
         ? // the fiber holds a slot of this key: only rows of exactly that policy, near the head, and never
           // fair-share rows (chaining them under the slot would serve their key out of its turn)
-          // (candidates come from an uncorrelated sub-select over the head, then are locked by
-          // primary key: a plan that stays linear even when the table's statistics are stale)
+          // (candidates come from an uncorrelated sub-select over the head of `warp_jobs_due_unfair`,
+          // then are locked by primary key: a plan that stays linear even when the table's statistics
+          // are stale)
           sql`
           SELECT id, state AS prev_state FROM warp_jobs
           WHERE id = ANY(ARRAY(
               SELECT h.id FROM (
-                SELECT id, schedule_time, metadata FROM warp_jobs WHERE ${due} ORDER BY schedule_time LIMIT ${hint.sameSlot.depth}
+                SELECT id, schedule_time, metadata FROM warp_jobs WHERE ${due} AND ${plain} AND fair_tag IS NULL ORDER BY schedule_time LIMIT ${hint.sameSlot.depth}
               ) h
               WHERE (h.metadata #>> '{policies,concurrency,value,key}') = ${hint.sameSlot.key}
                 AND (h.metadata #>> '{policies,concurrency,value,mode}') = 'Wait'
