@@ -5,6 +5,7 @@
  * process CPU it took and how it splits between checking the payloads (`PayloadCodec.encode`, timed
  * apart on the same payloads) and the rest (building the rows, the statement, the round trip).
  * The first call is the cold one (JIT); the median of the others is the warm figure.
+ * `PROFILE_MODE=single`: the same jobs as single `enqueue` calls from `PROFILE_PRODUCERS` (8) fibers.
  *
  *   npx tsx profile-bulk.ts
  *   PROFILE_CPU=/tmp/bulk.cpuprofile npx tsx profile-bulk.ts     # CPU profile of the warm calls
@@ -33,6 +34,9 @@ const CALLS = Number(process.env.PROFILE_CALLS ?? 8)
 const BATCH = Number(process.env.PROFILE_BATCH ?? 3000)
 const SERVER = process.env.PROFILE_URL ?? "postgres://postgres@127.0.0.1:5432/test"
 const CPU_PROFILE = process.env.PROFILE_CPU
+/** `single`: the batch as single `enqueue` calls from `PROFILE_PRODUCERS` (8) fibers instead of one `enqueueMany`. */
+const SINGLE = process.env.PROFILE_MODE === "single"
+const PRODUCERS = Number(process.env.PROFILE_PRODUCERS ?? 8)
 
 // the bench's producer contract (bench/systems/warp.ts)
 const BenchJob = Contract.job("BenchJob", Schema.Struct({ i: Schema.Number, key: Schema.optional(Schema.String) }))
@@ -43,7 +47,7 @@ const env = (url: string) =>
     Layer.provideMerge(Concurrency.layer),
     Layer.provideMerge(SemaphoreProviderPg.layer({})),
     Layer.provideMerge(JobStorePg.layer),
-    Layer.provideMerge(PgClient.layer({ url: Redacted.make(url), maxConnections: 3, idleTimeout: "30 seconds" }))
+    Layer.provideMerge(PgClient.layer({ url: Redacted.make(url), maxConnections: PRODUCERS + 2, idleTimeout: "30 seconds" }))
   )
 
 interface Call {
@@ -70,7 +74,13 @@ const main = async () => {
           }
           const cpu0 = process.cpuUsage()
           const t0 = performance.now()
-          const ids = yield* publisher.enqueueMany(BenchJob, payloads)
+          const ids = SINGLE
+            ? (yield* Effect.forEach(
+                Array.from({ length: PRODUCERS }, (_, p) => payloads.filter((_, i) => i % PRODUCERS === p)),
+                (mine) => Effect.forEach(mine, (payload) => publisher.enqueue(BenchJob, payload)),
+                { concurrency: "unbounded" }
+              )).flat()
+            : yield* publisher.enqueueMany(BenchJob, payloads)
           const wallMs = performance.now() - t0
           const cpu = process.cpuUsage(cpu0)
           if (ids.length !== BATCH) throw new Error(`${ids.length} ids for ${BATCH} jobs`)

@@ -133,7 +133,8 @@ const admission = <E, R>(job: Job, policy: ConcurrencyPolicy, limit: number, sel
       })
     ),
     Effect.withSpan(Telemetry.spans.admission, {
-      attributes: { [Telemetry.attributes.jobId]: job.id, [Telemetry.attributes.key]: policy.key, [Telemetry.attributes.limit]: limit }
+      attributes: { [Telemetry.attributes.jobId]: job.id, [Telemetry.attributes.key]: policy.key, [Telemetry.attributes.limit]: limit },
+      captureStackTrace: false
     })
   )
 

@@ -302,7 +302,7 @@ export const make = (options: Omit<SlotAuditOptions, "every">) =>
       // the dashboard reads the latest findings from the store (a failed write fails the run; the report is kept)
       yield* store.recordSlotAudit(findingsOf(report))
       return report
-    }).pipe(Effect.mapError((cause) => new SlotAuditError({ cause })), Effect.withSpan("warp.slot_audit"))
+    }).pipe(Effect.mapError((cause) => new SlotAuditError({ cause })), Effect.withSpan("warp.slot_audit", { captureStackTrace: false }))
 
     const service: SlotAuditService = { lastReport: Ref.get(last), runOnce }
     return service

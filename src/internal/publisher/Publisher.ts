@@ -180,7 +180,7 @@ const traced =
   <A extends string | ReadonlyArray<string>, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
     self.pipe(
       Effect.tap((ids) => Effect.annotateCurrentSpan(Telemetry.attributes.jobId, typeof ids === "string" ? ids : ids.join(","))),
-      Effect.withSpan(name, { kind: "producer", attributes: { [Telemetry.attributes.jobType]: type } })
+      Effect.withSpan(name, { kind: "producer", attributes: { [Telemetry.attributes.jobType]: type }, captureStackTrace: false })
     )
 
 /** A producer span of a batch, with the job type and the number of jobs written. */
@@ -189,7 +189,7 @@ const tracedBatch =
   <A extends ReadonlyArray<unknown>, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
     self.pipe(
       Effect.tap((ids) => Effect.annotateCurrentSpan("warp.batch.size", ids.length)),
-      Effect.withSpan(name, { kind: "producer", attributes: { [Telemetry.attributes.jobType]: type } })
+      Effect.withSpan(name, { kind: "producer", attributes: { [Telemetry.attributes.jobType]: type }, captureStackTrace: false })
     )
 
 /** One checked item of a batch: the encoded payload and its parameters. */

@@ -255,7 +255,7 @@ export const make = (options: RunnerOptions): AttemptRunner => {
         ),
         Effect.map(([, result]) => result),
         Effect.annotateLogs(annotations),
-        Effect.withSpan(Telemetry.spans.attempt, { attributes: annotations })
+        Effect.withSpan(Telemetry.spans.attempt, { attributes: annotations, captureStackTrace: false })
       )
     }
 
