@@ -2,8 +2,9 @@
  * What warp reports to Effect's tracer, logger and metrics: span names, attribute keys and the
  * metrics per job type and concurrency key. Spans are plain `Effect.withSpan` spans, so any tracer
  * (e.g. `@effect/opentelemetry`'s) receives them; metrics are Effect `Metric`s. Like @effect/sql's
- * statement spans, they capture no stack trace (it would point inside this library, and taking it
- * costs an `Error` per span: about 4 % of the CPU of a single enqueue).
+ * statement spans, they capture no stack trace: it would point inside this library, and taking it
+ * costs an `Error` per span (3,000 single enqueues from 8 fibers took 1.47–1.51 s with it, 1.21 s
+ * without).
  *
  * Key cardinality: a concurrency key can be per customer (`payment:123`), so metrics carry its
  * family (the text up to the first `:`), while spans and log annotations carry the whole key.
