@@ -206,16 +206,18 @@ const runOn = async (kind: "fast" | "durable") => {
         const ours = med("warp-effect")
         const best = Math.max(...peers.map(med))
         const ratio = ours / best
+        // issue 15: contended Wait ≥ 3× the best peer at limit 1, ≥ 1.5× at limit 5
+        const goal = limit === 1 ? 3 : 1.5
         for (const s of systems) {
           rows.push({
             scenario: `2 contended, limit ${limit}`,
             system: s === "graphile-worker" ? `graphile-worker (${limit === 1 ? "queue_name" : "5 queues round-robin"})` : s === "pg-boss" ? `pg-boss (groupConcurrency ${limit})` : s,
             metric: "jobs/s",
             value: fmt(med(s)),
-            ...(s === "warp-effect" ? { ratio: `${fmt(ratio)}× best peer`, goal: "≥ 3", met: ratio >= 3 } : s.startsWith("warp-effect, ") ? { ratio: `${fmt(med(s) / best)}× best peer` } : {})
+            ...(s === "warp-effect" ? { ratio: `${fmt(ratio)}× best peer`, goal: `≥ ${goal}`, met: ratio >= goal } : s.startsWith("warp-effect, ") ? { ratio: `${fmt(med(s) / best)}× best peer` } : {})
           })
         }
-        goals.push({ goal: `2. contended Wait, limit ${limit}: ≥ 3× best peer`, measured: `${fmt(ratio)}×`, met: ratio >= 3 })
+        goals.push({ goal: `2. contended Wait, limit ${limit}: ≥ ${goal}× best peer`, measured: `${fmt(ratio)}×`, met: ratio >= goal })
         panels.push({
           title: `2. Contended: ${jobs.toLocaleString("en-US")} jobs on one key, limit ${limit}, 8 workers`,
           unit: "jobs/s",
@@ -696,7 +698,9 @@ const main = async () => {
       wallSeconds: Math.round((performance.now() - started) / 1000)
     }
     const summary = `${meta.date.slice(0, 10)}, ${meta.cpus} CPUs (${meta.cpuModel}), Node ${meta.node}, PostgreSQL ${meta.postgres} ${meta.server}, graphile-worker ${meta.peers["graphile-worker"]}, pg-boss ${meta.peers["pg-boss"]}, @effect/sql ${meta.peers["@effect/sql"]}, scale ${SCALE}, ${ROUNDS} rounds, wall ${meta.wallSeconds} s${partial ? " (partial)" : ""}`
-    writeFileSync(here(`${OUT}.json`), JSON.stringify({ meta, goals, rows, raw }, null, 2) + "\n")
+    // each run's raw figures, without the per-job completion orders (`order`: thousands of ids a run,
+    // which the scenarios reduce to the figures kept beside them)
+    writeFileSync(here(`${OUT}.json`), JSON.stringify({ meta, goals, rows, raw }, (k, v) => (k === "order" ? undefined : v), 2) + "\n")
     writeFileSync(here(`${OUT}.svg`), render("warp-effect vs graphile-worker vs pg-boss", summary, panels))
     return summary
   }
