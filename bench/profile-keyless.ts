@@ -17,6 +17,7 @@
  * PROFILE_STORE=memory (the in-memory store and provider instead: the runtime's own cost per job, no SQL).
  */
 import * as PgClient from "@effect/sql-pg/PgClient"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Redacted from "effect/Redacted"
@@ -47,7 +48,9 @@ const LANES = Number(process.env.PROFILE_LANES ?? 8)
 const POLL_MS = Number(process.env.PROFILE_POLL_MS ?? 100)
 const ADDON = process.env.PROFILE_ADDON !== "0"
 const CPU_PROFILE = process.env.PROFILE_CPU
-const MEMORY = process.env.PROFILE_STORE === "memory"
+const MEMORY = process.env.PROFILE_STORE === "memory" || process.env.PROFILE_STORE === "stub"
+/** The memory store with claims and finalizing writes that do nothing: the attempt's own cost per job. */
+const STUB = process.env.PROFILE_STORE === "stub"
 
 // --- statement counting: the `pg` the library's PgClient uses (the root's, not bench/node_modules') ---
 const rootRequire = createRequire(createRequire(import.meta.url).resolve("../node_modules/@effect/sql-pg/package.json"))
@@ -130,6 +133,16 @@ const mainMemory = async () => {
     Effect.scoped(
       Effect.gen(function* () {
         yield* insertBacklog
+        const memory = yield* JobStore
+        // stub: every row claimed once up front; the worker's claims hand them out, its finalizes do nothing
+        const claimed = STUB ? [...(yield* Effect.orDie(memory.fetch("stub", JOBS, Duration.hours(1))))] : []
+        const store = STUB
+          ? {
+              ...memory,
+              fetch: (_w: string, n: number) => Effect.sync(() => claimed.splice(0, n)),
+              finalize: () => Effect.succeed(true)
+            }
+          : memory
         const t0 = performance.now()
         const cpu0 = process.cpuUsage()
         const session = new Session()
@@ -138,7 +151,7 @@ const mainMemory = async () => {
           yield* Effect.promise(() => session.post("Profiler.enable"))
           yield* Effect.promise(() => session.post("Profiler.start"))
         }
-        yield* Worker.make({ addons: ADDON ? [Concurrency.addon] : [], concurrency: LANES, pollInterval: POLL_MS })
+        yield* Effect.provideService(Worker.make({ addons: ADDON ? [Concurrency.addon] : [], concurrency: LANES, pollInterval: POLL_MS }), JobStore, store)
         while (completed < JOBS && performance.now() - t0 < 120_000) yield* Effect.sleep(10)
         const elapsedMs = performance.now() - t0
         const used = process.cpuUsage(cpu0)
@@ -153,7 +166,7 @@ const mainMemory = async () => {
   )
   console.log(
     JSON.stringify({
-      store: "memory",
+      store: STUB ? "stub" : "memory",
       jobs: completed,
       lanes: LANES,
       addon: ADDON,

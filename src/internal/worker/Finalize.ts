@@ -89,7 +89,7 @@ export const make = (store: JobStoreService, state: WorkerState): Finalizer => {
           ran.delete(job.id)
           if (result.right) {
             yield* Effect.annotateCurrentSpan(Telemetry.attributes.outcome, outcome._tag)
-            yield* Metric.increment(Metric.tagged(Telemetry.tagged(Telemetry.attempts, job.type, rowConcurrency(job)?.key), "outcome", outcome._tag))
+            yield* Metric.increment(Telemetry.attemptsOf(job.type, rowConcurrency(job)?.key, outcome._tag))
           } else if (failedAt !== undefined) {
             yield* lostInOutage(job, outcome, (now - failedAt) / 1000)
           } else {

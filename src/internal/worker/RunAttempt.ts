@@ -13,8 +13,10 @@
  * @since 0.3.0
  */
 import * as Clock from "effect/Clock"
+import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
 import { identity } from "effect/Function"
 import * as Metric from "effect/Metric"
 import type * as Scope from "effect/Scope"
@@ -27,6 +29,7 @@ import type { Job } from "../job/Job.js"
 import { Outcome } from "../job/Outcome.js"
 import { Registry } from "../job/Registry.js"
 import * as Telemetry from "../observability/Telemetry.js"
+import { GlobalPolicies } from "../policy/GlobalPolicies.js"
 import type { ConcurrencyPolicy } from "../policy/PolicyValues.js"
 import { fusedRelease } from "../semaphore/SemaphoreProviderPg.js"
 import type { SemaphoreProviderService } from "../semaphore/SemaphoreProvider.js"
@@ -91,21 +94,30 @@ export const make = (options: RunnerOptions): AttemptRunner => {
   const inner = options.behaviors.slice(lastHolder + 1)
 
   /**
-   * The attempt's layers, each built in its own scope nested in the previous one's: its context, its
-   * resolved policy (over the context), its stamp (over the policy); released in reverse order when the
-   * attempt ends. The registry is the worker's, provided to them as a service. Three nested provides
-   * rather than one layer of `provideMerge`s: the same layers for about a third of the build (each
-   * `provideMerge` node costs more than the layers it joins), and no layer built per attempt for the
-   * registry.
+   * The attempt's layers — its context, its resolved policy (over the context), its stamp (over the
+   * policy) — built for each attempt and provided to its program as one context. They are built by the
+   * functions their `layer`s wrap (`ResolvedPolicy.resolve`, `Stamp.of`) rather than through
+   * `Effect.provide(layer)`: the three layers hold no resource to release, and building them as layers
+   * (a memo map, a scope and deferreds per layer) cost about 180 µs of CPU per attempt, a fifth of a
+   * no-op attempt's cost, for the same services (see bench/README.md, "Profiling a claim").
    */
   const withLayers =
     (job: Job, startedAt: Date) =>
     <A, E>(program: Effect.Effect<A, E, JobContext.JobContext | ResolvedPolicy.ResolvedPolicy | Stamp.Stamp>) =>
-      program.pipe(
-        Effect.provide(Stamp.layer),
-        Effect.provide(ResolvedPolicy.layer),
-        Effect.provide(JobContext.layer({ job, workerId: config.workerId, startedAt })),
-        Effect.provideService(Registry, options.registry)
+      Effect.flatMap(GlobalPolicies, (globals) =>
+        Effect.flatMap(globals.current, (current): Effect.Effect<A, E | ResolvedPolicy.Unrunnable> => {
+          const context: JobContext.JobContextValue = { job, workerId: config.workerId, startedAt }
+          const resolved = ResolvedPolicy.resolve(context, options.registry, current)
+          return Either.isLeft(resolved)
+            ? Effect.fail(resolved.left)
+            : Effect.provide(
+                program,
+                Context.make(JobContext.JobContext, context).pipe(
+                  Context.add(ResolvedPolicy.ResolvedPolicy, resolved.right),
+                  Context.add(Stamp.Stamp, Stamp.of(resolved.right))
+                )
+              )
+        })
       )
 
   /**
@@ -248,10 +260,7 @@ export const make = (options: RunnerOptions): AttemptRunner => {
       return self.pipe(
         Effect.timed,
         Effect.tap(([elapsed, { outcome }]) =>
-          Metric.update(
-            Metric.tagged(Metric.tagged(Telemetry.attemptDuration, "type", job.type), "outcome", outcome._tag),
-            Duration.toSeconds(elapsed)
-          )
+          Metric.update(Telemetry.attemptDurationOf(job.type, outcome._tag), Duration.toSeconds(elapsed))
         ),
         Effect.map(([, result]) => result),
         Effect.annotateLogs(annotations),

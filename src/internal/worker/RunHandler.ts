@@ -7,11 +7,10 @@
  */
 import * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
-import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
-import * as FiberId from "effect/FiberId"
+import * as Fiber from "effect/Fiber"
 import * as Option from "effect/Option"
 import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
@@ -80,11 +79,28 @@ export const runHandler = (state: WorkerState, attempt: Attempt, keySource?: str
         state.reportSoon.unsafeOffer(undefined)
       }
     }
-    const signal = Deferred.unsafeMake<string>(FiberId.none)
-    state.cancelSignals.set(job.id, signal)
-    return Effect.raceFirst(
-      Effect.flatMap(CurrentSlot, (slot) => handlerOutcome(attempt, slot)),
-      Effect.map(Deferred.await(signal), (reason) => cancelled(job, reason, true))
+    // the handler runs in a fiber of its own; a cancel interrupts that fiber (its finalizers run first,
+    // awaited here) and names the attempt's outcome, unless the handler had ended first
+    let cancelCause: string | undefined
+    return Effect.uninterruptibleMask((restore) =>
+      Effect.flatMap(Effect.fork(restore(Effect.flatMap(CurrentSlot, (slot) => handlerOutcome(attempt, slot)))), (fiber) => {
+        state.cancelSignals.set(job.id, (cause) =>
+          Effect.suspend(() => {
+            cancelCause ??= cause
+            return Effect.asVoid(Fiber.interruptFork(fiber))
+          })
+        )
+        return restore(Fiber.await(fiber)).pipe(
+          Effect.onInterrupt(() => Fiber.interrupt(fiber)),
+          Effect.map((exit) =>
+            Exit.isSuccess(exit)
+              ? exit.value
+              : cancelCause !== undefined
+                ? cancelled(job, cancelCause, true)
+                : Outcome.Failed({ error: renderCause(exit.cause) })
+          )
+        )
+      })
     ).pipe(
       Effect.ensuring(
         Effect.sync(() => {

@@ -5,7 +5,6 @@
  * @since 0.3.0
  */
 import * as Clock from "effect/Clock"
-import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Queue from "effect/Queue"
@@ -83,7 +82,7 @@ export const cancelWatch = (store: JobStoreService, state: WorkerState): Effect.
             if (!inFlight.has(id) || cancelAsked.has(id)) return Effect.void
             cancelAsked.set(id, cause)
             const signal = state.cancelSignals.get(id)
-            return Effect.zipRight(Effect.logInfo(`cancel of ${id}: ${cause}`), signal === undefined ? Effect.void : Deferred.succeed(signal, cause))
+            return Effect.zipRight(Effect.logInfo(`cancel of ${id}: ${cause}`), signal === undefined ? Effect.void : signal(cause))
           })
         )
       ),

@@ -107,8 +107,8 @@ export interface WorkerState {
   readonly unstamped: Map<string, { readonly limit: number; readonly source: string }>
   /** Asks for a report to the registry soon (the heartbeat sends one anyway). */
   readonly reportSoon: Queue.Queue<void>
-  /** The running handlers' cancel signals, by job id. */
-  readonly cancelSignals: Map<string, Deferred.Deferred<string>>
+  /** The running handlers' cancel signals, by job id: each interrupts its handler, the cause becoming the attempt's. */
+  readonly cancelSignals: Map<string, (cause: string) => Effect.Effect<void>>
   /** Cancels asked for jobs this worker holds: the cause, by job id. */
   readonly cancelAsked: Map<string, string>
   /** Completed when the worker begins to stop: lanes claim no more. */
