@@ -15,6 +15,33 @@ import * as internal from "./internal/store/JobStorePg.js"
 export const make = internal.make
 
 /**
+ * Options of the PostgreSQL store: `preparedStatements` (default true: the worker's claim and finalizing
+ * writes are named prepared statements, planned once per connection; turn off behind a connection
+ * pooler in transaction mode) and `migrate` (default true).
+ *
+ * @since 0.3.0
+ * @category models
+ */
+export type PgStoreOptions = internal.PgStoreOptions
+
+/**
+ * Builds the PostgreSQL store on the `SqlClient` in context, with options.
+ *
+ * @since 0.3.0
+ * @category constructors
+ */
+export const makeWith = internal.makeWith
+
+/**
+ * The PostgreSQL store with options, e.g. `JobStorePg.layerWith({ preparedStatements: false })` behind
+ * PgBouncer in transaction mode. Requires a `SqlClient`.
+ *
+ * @since 0.3.0
+ * @category layers
+ */
+export const layerWith = internal.layerWith
+
+/**
  * The PostgreSQL store; runs the core migrations when built. Requires a `SqlClient`.
  *
  * @since 0.1.0

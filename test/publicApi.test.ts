@@ -121,7 +121,7 @@ const EXPECTED = {
     "JobState",
     "JobStore", "JobStore.CancelRequest", "JobStore.CancelResult", "JobStore.FetchHint", "JobStore.Finalize", "JobStore.JobFilter", "JobStore.JobPage", "JobStore.JobStore", "JobStore.JobStoreService", "JobStore.OperateResult", "JobStore.OperatorAction", "JobStore.ReportedJob", "JobStore.SlotAuditFinding", "JobStore.StoreError", "JobStore.WorkerInfo", "JobStore.WorkerReport", "JobStore.cancelText", "JobStore.operatorCause", "JobStore.replacedCause",
     "JobStoreMemory", "JobStoreMemory.layer", "JobStoreMemory.make",
-    "JobStorePg", "JobStorePg.layer", "JobStorePg.layerWithoutMigrations", "JobStorePg.make",
+    "JobStorePg", "JobStorePg.PgStoreOptions", "JobStorePg.layer", "JobStorePg.layerWith", "JobStorePg.layerWithoutMigrations", "JobStorePg.make", "JobStorePg.makeWith",
     "LogKind",
     "MAX_KEY_LENGTH",
     "MetadataAccessor",

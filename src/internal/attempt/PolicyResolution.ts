@@ -98,7 +98,8 @@ export const resolve = (options: {
     }
     entries = out as JobMetadata.PolicyEntries
   }
-  const metadata = JobMetadata.fromEntries(entries, stored.stampedAt ?? now.toISOString())
+  // a stamped row's stamp is kept as it was decoded (the same document, not built again)
+  const metadata = stored.stampedAt !== undefined ? stored : JobMetadata.fromEntries(entries, now.toISOString())
   const effective: Record<string, unknown> = { ...metadata.values }
   for (const name of familyNames) {
     if (effective[name] === undefined && families[name].rungs.has("global") && globals[name] !== undefined) {

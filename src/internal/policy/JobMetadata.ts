@@ -62,14 +62,49 @@ export class JobMetadata extends Schema.Class<JobMetadata>("JobMetadata")({
 /** Metadata's JSON form (what the database column holds). */
 export const JobMetadataJson = Schema.encodedSchema(JobMetadata)
 
+const decodeStrict = Schema.decodeUnknownEither(JobMetadata, { onExcessProperty: "error" })
+const encodeSync = Schema.encodeSync(JobMetadata)
+
+/**
+ * Documents decoded lately, by their JSON text (up to 1,024, then started afresh): the rows of one
+ * contract enqueued alike carry the same document, and its Schema decode was a tenth of a keyless
+ * attempt's CPU. The decoded instances are immutable, so attempts may share one.
+ */
+const decoded = new Map<string, JobMetadata>()
+/** What each decoded or built instance encodes to (computed once per instance). */
+const encoded = new WeakMap<JobMetadata, unknown>()
+
 /** Decodes a stored metadata document strictly: unknown families and wrong types are errors. */
-export const decode = (u: unknown): Either.Either<JobMetadata, string> =>
-  Schema.decodeUnknownEither(JobMetadata, { onExcessProperty: "error" })(u).pipe(
+export const decode = (u: unknown): Either.Either<JobMetadata, string> => {
+  let text: string | undefined
+  try {
+    text = JSON.stringify(u)
+  } catch {
+    text = undefined
+  }
+  const hit = text === undefined ? undefined : decoded.get(text)
+  if (hit !== undefined) return Either.right(hit)
+  return decodeStrict(u).pipe(
+    Either.map((m) => {
+      if (text !== undefined) {
+        if (decoded.size >= 1024) decoded.clear()
+        decoded.set(text, m)
+      }
+      return m
+    }),
     Either.mapLeft((e) => ParseResult.TreeFormatter.formatErrorSync(e))
   )
+}
 
 /** Encodes metadata for storage. */
-export const encode = (m: JobMetadata): unknown => Schema.encodeSync(JobMetadata)(m)
+export const encode = (m: JobMetadata): unknown => {
+  let out = encoded.get(m)
+  if (out === undefined) {
+    out = encodeSync(m)
+    encoded.set(m, out)
+  }
+  return out
+}
 
 /**
  * The check `new JobMetadata(props)` runs, compiled once: the class constructor derives the type side

@@ -45,17 +45,30 @@ import type { StoreError } from "./StoreError.js"
 
 export { COUNTER_SHARDS, insertChunk, originEntry, rowToJob }
 
-/** Builds the PostgreSQL store on the `SqlClient` in context. */
-export const make = Effect.gen(function* () {
+/** Options of the PostgreSQL store. */
+export interface PgStoreOptions {
+  /**
+   * Run the worker's hot statements (the claim, the finalizing writes) as named prepared statements,
+   * planned once per connection (default true). Turn off behind a connection pooler in transaction
+   * mode that cannot keep prepared statements.
+   */
+  readonly preparedStatements?: boolean | undefined
+  /** Run the core migrations when the layer is built (default true). */
+  readonly migrate?: boolean | undefined
+}
+
+/** Builds the PostgreSQL store on the `SqlClient` in context, with `options`. */
+export const makeWith = (options: PgStoreOptions = {}) => Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
   const locks = yield* SemaphoreProviderPg.make()
+  const prepared = options.preparedStatements !== false
 
   const readsLimits = yield* ReadsLimits.readsLimits(sql)
-  const finalize = yield* makeBatchedFinalize(sql)
+  const finalize = yield* makeBatchedFinalize(sql, prepared)
 
   const service: JobStoreService = {
     insert: (rows) => insert(sql, rows),
-    fetch: (workerId, limit, lease, hint) => fetch(sql, readsLimits, workerId, limit, lease, hint),
+    fetch: (workerId, limit, lease, hint) => fetch(sql, readsLimits, workerId, limit, lease, hint, prepared),
     finalize,
     appendLog: (jobId, kind, message) => appendLog(sql, jobId, kind, message),
     heartbeat: (workerId, ids, lease) => heartbeat(sql, workerId, ids, lease),
@@ -79,11 +92,18 @@ export const make = Effect.gen(function* () {
   return service
 })
 
+/** Builds the PostgreSQL store on the `SqlClient` in context (prepared statements on). */
+export const make = makeWith()
+
+/** The PostgreSQL store with `options` (migrations run when built, unless `migrate: false`). */
+export const layerWith = (options: PgStoreOptions = {}): Layer.Layer<JobStore, StoreError, SqlClient.SqlClient> =>
+  Layer.scoped(
+    JobStore,
+    options.migrate === false ? makeWith(options) : Migrations.core.pipe(Effect.mapError(fail("migrate")), Effect.zipRight(makeWith(options)))
+  )
+
 /** The PostgreSQL store; runs the core migrations when built. Requires a `SqlClient` (e.g. `PgClient.layer`). */
-export const layer: Layer.Layer<JobStore, StoreError, SqlClient.SqlClient> = Layer.scoped(
-  JobStore,
-  Migrations.core.pipe(Effect.mapError(fail("migrate")), Effect.zipRight(make))
-)
+export const layer: Layer.Layer<JobStore, StoreError, SqlClient.SqlClient> = layerWith()
 
 /** The PostgreSQL store without running migrations (when the app migrates on its own). */
 export const layerWithoutMigrations: Layer.Layer<JobStore, never, SqlClient.SqlClient> = Layer.scoped(JobStore, make)

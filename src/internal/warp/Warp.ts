@@ -58,6 +58,11 @@ export interface WarpOptions<H extends ReadonlyArray<AnyHandler>, E = never, R =
   readonly circuitBreaker?: boolean | undefined
   /** Run the core and concurrency migrations when the Layer is built (default true). */
   readonly migrate?: boolean | undefined
+  /**
+   * Run the worker's claim and finalizing writes as named prepared statements (default true); turn off
+   * behind a connection pooler in transaction mode that cannot keep prepared statements.
+   */
+  readonly preparedStatements?: boolean | undefined
 }
 
 /** What the entry Layer provides. */
@@ -87,7 +92,7 @@ const addonsOf = (options: { readonly rateLimit?: boolean | undefined; readonly 
 export const layer = <const H extends ReadonlyArray<AnyHandler>, E = never, R = never>(
   options: WarpOptions<H, E, R>
 ): Layer.Layer<Services, BuildError | E, SqlClient.SqlClient | Requirements<H[number]> | R> => {
-  const store = options.migrate === false ? JobStorePg.layerWithoutMigrations : JobStorePg.layer
+  const store = JobStorePg.layerWith({ migrate: options.migrate, preparedStatements: options.preparedStatements })
   const limits = options.migrate === false ? Concurrency.layerWithoutMigrations : Concurrency.layer
   const provider: Layer.Layer<SemaphoreProvider, E, SqlClient.SqlClient | R> =
     options.semaphoreProvider ?? SemaphoreProviderPg.layer(options.semaphore)

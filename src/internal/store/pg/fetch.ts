@@ -11,6 +11,7 @@ import type { Job } from "../../job/Job.js"
 import { claimOrder, type FetchHint } from "../JobStore.js"
 import type { StoreError } from "../StoreError.js"
 import type { LimitsTable } from "./readsLimits.js"
+import { runPrepared } from "./prepared.js"
 import { fail, rowToJob } from "./shared.js"
 
 /**
@@ -23,7 +24,8 @@ export const fetch = (
   workerId: string,
   limit: number,
   lease: Duration.Duration,
-  hint: FetchHint = { contended: [] }
+  hint: FetchHint = { contended: [] },
+  prepared = true
 ): Effect.Effect<ReadonlyArray<Job>, StoreError> =>
   Effect.flatMap(readsLimits, (limitsTable) => {
     const withLimits = limitsTable !== "absent"
@@ -162,7 +164,7 @@ export const fetch = (
               UNION ALL (SELECT id, prev_state, schedule_time, 1 AS b FROM fair_merged)
               ORDER BY schedule_time, b LIMIT ${limit}) m)
           LIMIT ${limit}`
-    return sql`
+    return runPrepared(sql, sql`
         WITH c AS (${claim}
         ), u AS (
           UPDATE warp_jobs j
@@ -186,7 +188,7 @@ export const fetch = (
             : sql``
         }
         FROM u${withLimits ? sql` CROSS JOIN LATERAL (SELECT ${sql`(u.metadata #>> '{policies,concurrency,value,key}')`} AS key) a` : sql``}
-        ORDER BY schedule_time, id`
+        ORDER BY schedule_time, id`, prepared)
   }).pipe(
     Effect.map((rows) => claimOrder(rows.map(rowToJob))),
     Effect.mapError(fail("fetch"))

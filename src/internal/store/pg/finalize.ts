@@ -8,6 +8,7 @@ import * as Effect from "effect/Effect"
 import { counterOf, logOf, stateOf } from "../../job/Outcome.js"
 import { counterKeys, fairOf, type Finalize, retagsOn } from "../JobStore.js"
 import type { StoreError } from "../StoreError.js"
+import { runPrepared } from "./prepared.js"
 import { bumpCounters, fail, finalizeSet, nextTag } from "./shared.js"
 
 /**
@@ -16,7 +17,8 @@ import { bumpCounters, fail, finalizeSet, nextTag } from "./shared.js"
  */
 export const finalize = (
   sql: SqlClient.SqlClient,
-  { handlerRan = true, job, metadata, outcome, release, workerId }: Finalize
+  { handlerRan = true, job, metadata, outcome, release, workerId }: Finalize,
+  prepared = true
 ): Effect.Effect<boolean, StoreError> => {
   const state = stateOf(outcome, new Date())
   const log = logOf(outcome)
@@ -53,7 +55,7 @@ export const finalize = (
         }
         SELECT count(*)::int AS n${fused === undefined ? sql`` : sql`, (SELECT released FROM r) AS released`} FROM u`
   const written = (rows: ReadonlyArray<unknown>) => Number((rows[0] as any)?.n ?? 0) === 1
-  if (fused === undefined) return statement.pipe(Effect.map(written), Effect.mapError(fail("finalize")))
+  if (fused === undefined) return runPrepared(sql, statement, prepared).pipe(Effect.map(written), Effect.mapError(fail("finalize")))
   const [text, params] = statement.compile()
   // the slot's connection could not run it (lost, or the statement failed there): the slot is lost
   // either way, and the write goes through the pool (it lands only if this attempt still owns the row)

@@ -24,6 +24,7 @@ import { counterOf, logOf, stateOf } from "../../job/Outcome.js"
 import { counterKeys, fairOf, type Finalize, retagsOn } from "../JobStore.js"
 import { isOutage, type StoreError } from "../StoreError.js"
 import { finalize } from "./finalize.js"
+import { runPrepared } from "./prepared.js"
 import { COUNTER_SHARDS, fail, finalizeSet } from "./shared.js"
 
 /** At most this many writes in one batched statement. */
@@ -38,11 +39,11 @@ interface Pending {
 }
 
 /** One statement that writes every finalize of `batch` (distinct job ids); resolves to the ids it wrote. */
-export const finalizeMany = (sql: SqlClient.SqlClient, batch: ReadonlyArray<Finalize>): Effect.Effect<ReadonlySet<string>, StoreError> => {
+export const finalizeMany = (sql: SqlClient.SqlClient, batch: ReadonlyArray<Finalize>, prepared = true): Effect.Effect<ReadonlySet<string>, StoreError> => {
   const now = new Date()
   const col = <A>(get: (f: Finalize) => A) => batch.map(get)
   const at = (f: Finalize) => (f.outcome._tag === "Requeued" && f.outcome.at !== undefined ? f.outcome.at.toISOString() : null)
-  return sql`
+  return runPrepared(sql, sql`
       WITH x AS (
         SELECT * FROM unnest(
           ${col((f) => f.job.id)}::text[], ${col((f) => f.workerId)}::text[], ${col((f) => f.job.attempt)}::int[],
@@ -66,7 +67,7 @@ export const finalizeMany = (sql: SqlClient.SqlClient, batch: ReadonlyArray<Fina
         SELECT k, ${Math.floor(Math.random() * COUNTER_SHARDS)}, count(*) FROM u, jsonb_array_elements_text(u.keys) AS k GROUP BY k
         ON CONFLICT (key, shard) DO UPDATE SET value = warp_counters.value + EXCLUDED.value
       )
-      SELECT id FROM u`.pipe(
+      SELECT id FROM u`, prepared).pipe(
     Effect.map((rows) => new Set(rows.map((r: any) => String(r.id)))),
     Effect.mapError(fail("finalize"))
   )
@@ -76,10 +77,10 @@ export const finalizeMany = (sql: SqlClient.SqlClient, batch: ReadonlyArray<Fina
  * Writes one batch and settles each of its attempts. A batch the server rejected is retried write by
  * write; one that could not reach the server fails every write with that failure.
  */
-const flush = (sql: SqlClient.SqlClient, batch: ReadonlyArray<Pending>): Effect.Effect<void> => {
-  const one = (p: Pending) => Effect.exit(finalize(sql, p.f)).pipe(Effect.flatMap((exit) => Deferred.done(p.done, exit)))
+const flush = (sql: SqlClient.SqlClient, batch: ReadonlyArray<Pending>, prepared: boolean): Effect.Effect<void> => {
+  const one = (p: Pending) => Effect.exit(finalize(sql, p.f, prepared)).pipe(Effect.flatMap((exit) => Deferred.done(p.done, exit)))
   if (batch.length === 1) return Effect.asVoid(one(batch[0]!))
-  return Effect.exit(finalizeMany(sql, batch.map((p) => p.f))).pipe(
+  return Effect.exit(finalizeMany(sql, batch.map((p) => p.f), prepared)).pipe(
     Effect.flatMap((exit) =>
       Exit.isSuccess(exit)
         ? Effect.forEach(batch, (p) => Deferred.succeed(p.done, exit.value.has(p.f.job.id)), { discard: true })
@@ -97,7 +98,10 @@ const flush = (sql: SqlClient.SqlClient, batch: ReadonlyArray<Pending>): Effect.
  * others queue and leave in batches of up to {@link FINALIZE_BATCH} distinct jobs, {@link FLUSHERS}
  * statements at a time.
  */
-export const makeBatchedFinalize = (sql: SqlClient.SqlClient): Effect.Effect<(f: Finalize) => Effect.Effect<boolean, StoreError>, never, Scope.Scope> =>
+export const makeBatchedFinalize = (
+  sql: SqlClient.SqlClient,
+  prepared = true
+): Effect.Effect<(f: Finalize) => Effect.Effect<boolean, StoreError>, never, Scope.Scope> =>
   Effect.gen(function* () {
     const queue = yield* Effect.acquireRelease(Queue.unbounded<Pending>(), Queue.shutdown)
     // a job twice in one batch (a retry queued while its first write is still out) waits for the next
@@ -117,7 +121,7 @@ export const makeBatchedFinalize = (sql: SqlClient.SqlClient): Effect.Effect<(f:
       carried = next
       return batch
     })
-    const flusher = Effect.forever(Effect.flatMap(takeBatch, (batch) => flush(sql, batch)))
+    const flusher = Effect.forever(Effect.flatMap(takeBatch, (batch) => flush(sql, batch, prepared)))
     for (let i = 0; i < FLUSHERS; i++) yield* Effect.forkScoped(flusher)
     const alone = (f: Finalize) => {
       if (f.release !== undefined && f.release.client === sql) return true
@@ -125,6 +129,6 @@ export const makeBatchedFinalize = (sql: SqlClient.SqlClient): Effect.Effect<(f:
     }
     return (f: Finalize) =>
       alone(f)
-        ? finalize(sql, f)
+        ? finalize(sql, f, prepared)
         : Effect.flatMap(Deferred.make<boolean, StoreError>(), (done) => Effect.zipRight(Queue.offer(queue, { f, done }), Deferred.await(done)))
   })
