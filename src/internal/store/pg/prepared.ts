@@ -7,9 +7,10 @@
  * @effect/sql-pg sends every statement unnamed, so these run on a connection reserved from the same
  * pool through the driver's own `query({ name, text, values })`, when the client is @effect/sql-pg's
  * (its connection keeps the `pg` client in a `pg` field, as `SemaphoreProviderPg` reads it too). Any
- * other `SqlClient`, a connection inside the caller's transaction, or `prepared: false` in the store's
- * options (a pooler in transaction mode that cannot keep prepared statements) run the statement as
- * usual. The name is a digest of the text, so a statement whose text differs is another statement.
+ * other `SqlClient`, a connection inside the caller's transaction, or `preparedStatements: false` in
+ * the store's options (a pooler in transaction mode that cannot keep prepared statements) run the
+ * statement as usual. Run this way, a statement has no @effect/sql `sql.execute` span of its own (the
+ * worker's `warp.claim` and `warp.attempt` spans still cover it). The name is a digest of the text, so a statement whose text differs is another statement.
  * A prepared statement the server no longer accepts ("cached plan must not change result type", after
  * a migration changed a table under a running worker) is deallocated and prepared again, once.
  *
@@ -64,7 +65,8 @@ const run = (sql: SqlClient.SqlClient, client: DriverClient, name: string, text:
       resume(err ? Effect.fail(err) : Effect.succeed(result.rows))
     })
     return Effect.zipRight(
-      client.processID === undefined ? Effect.void : Effect.ignore(sql`SELECT pg_cancel_backend(${client.processID})`),
+      // best effort, as @effect/sql-pg's own cancel (which gives up after 5 s too)
+      client.processID === undefined ? Effect.void : Effect.ignore(Effect.timeout(sql`SELECT pg_cancel_backend(${client.processID})`, "5 seconds")),
       Effect.promise(() => settled)
     )
   })
@@ -77,6 +79,9 @@ const deallocate = (client: DriverClient, name: string) =>
     client.query(`DEALLOCATE "${name}"`, () => resume(Effect.void))
   })
 
+/** Clients found not to be @effect/sql-pg's: their statements run as usual, without reserving first. */
+const notPg = new WeakSet<SqlClient.SqlClient>()
+
 const failed = (cause: unknown) => new SqlError({ cause, message: "Failed to execute statement" })
 
 /**
@@ -88,21 +93,28 @@ export const runPrepared = (
   statement: Statement.Statement<unknown>,
   enabled: boolean
 ): Effect.Effect<ReadonlyArray<any>, SqlError> =>
-  !enabled
+  !enabled || notPg.has(sql)
     ? statement
     : Effect.flatMap(Effect.serviceOption(TransactionConnection), (inTransaction) =>
         inTransaction._tag === "Some"
           ? statement
-          : Effect.scoped(
-              Effect.flatMap(sql.reserve, (conn) => {
-                const client = driverOf(conn)
-                if (client === undefined) return statement
-                const [text, values] = statement.compile()
-                const name = nameOf(text)
-                return run(sql, client, name, text, values).pipe(
-                  Effect.catchIf(staleType, () => Effect.zipRight(deallocate(client, name), run(sql, client, name, text, values))),
-                  Effect.mapError(failed)
-                )
-              })
+          : Effect.flatMap(
+              Effect.scoped(
+                Effect.flatMap(sql.reserve, (conn) => {
+                  const client = driverOf(conn)
+                  if (client === undefined) {
+                    notPg.add(sql)
+                    return Effect.succeed(undefined)
+                  }
+                  const [text, values] = statement.compile()
+                  const name = nameOf(text)
+                  return run(sql, client, name, text, values).pipe(
+                    Effect.catchIf(staleType, () => Effect.zipRight(deallocate(client, name), run(sql, client, name, text, values))),
+                    Effect.mapError(failed)
+                  )
+                })
+              ),
+              // not @effect/sql-pg's client: the statement as usual, once the reserved connection is back
+              (rows) => (rows === undefined ? statement : Effect.succeed(rows))
             )
       )
