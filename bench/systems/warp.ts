@@ -64,7 +64,8 @@ const env = (url: string, handlers: ReadonlyArray<Handler.JobHandler<any, any, n
     Layer.provideMerge(Registry.layer({ handlers })),
     Layer.provideMerge(Concurrency.layer),
     Layer.provideMerge(SemaphoreProviderPg.layer(lockDelay === undefined ? {} : { lockDelay })),
-    Layer.provideMerge(JobStorePg.layer),
+    // WARP_PREPARED=0: the store's statements unnamed, planned at every run (prepared statements off)
+    Layer.provideMerge(JobStorePg.layerWith({ preparedStatements: process.env.WARP_PREPARED !== "0" })),
     Layer.provideMerge(pgLayer(url, maxConnections))
   )
 
