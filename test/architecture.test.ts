@@ -1,7 +1,7 @@
 /**
  * The layout of `src/internal/`: each folder is one concept, and no two folders import each other,
  * directly or through others (no folder import cycle). The folders in layers, lowest first:
- * error, observability → policy, semaphore → job → store → concurrency, attempt → retry, timeout,
+ * error, observability, pg → policy, semaphore → job → store → concurrency, attempt → retry, timeout,
  * ratelimit, circuitbreaker → publisher, worker → warp, dashboard, testing.
  */
 import { describe, expect, it } from "@effect/vitest"

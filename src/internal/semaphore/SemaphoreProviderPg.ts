@@ -64,6 +64,7 @@ import * as Queue from "effect/Queue"
 import * as Runtime from "effect/Runtime"
 import * as Schedule from "effect/Schedule"
 import * as Scope from "effect/Scope"
+import { driverOf } from "../pg/Driver.js"
 import { guardKey, lockId } from "./lockId.js"
 import {
   acquireWith,
@@ -397,22 +398,14 @@ export const make = (options: PgProviderOptions = {}): Effect.Effect<SemaphorePr
     })
 
     /**
-     * The driver's client behind a reserved connection, when the SqlClient is @effect/sql-pg's (its
-     * connection keeps the `pg` client in a `pg` field). Any other SqlClient gets the ping alone.
-     */
-    const driverClient = (conn: Connection): { on(e: string, f: () => void): unknown; off(e: string, f: () => void): unknown } | undefined => {
-      const client = (conn as { pg?: unknown }).pg as { on?: unknown; off?: unknown } | undefined
-      return typeof client?.on === "function" && typeof client.off === "function" ? (client as any) : undefined
-    }
-
-    /**
      * Kills the lane as soon as the driver reports its connection ended or broken (a terminated
      * backend, a cut socket), so `slot.lost` completes within moments instead of at the next ping;
      * the listeners come off before the connection goes back to the pool.
      */
     const onConnectionEnd = (lane: Lane) =>
       Effect.suspend(() => {
-        const client = driverClient(lane.conn)
+        // the driver's client (see `pg/Driver.ts`); any other SqlClient gets the ping alone
+        const client = driverOf(lane.conn)
         if (client === undefined) return Effect.void
         const ended = () => void runFork(kill(lane))
         client.on("end", ended)

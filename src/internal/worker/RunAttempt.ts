@@ -99,7 +99,7 @@ export const make = (options: RunnerOptions): AttemptRunner => {
    * functions their `layer`s wrap (`ResolvedPolicy.resolve`, `Stamp.of`) rather than through
    * `Effect.provide(layer)`: the three layers hold no resource to release, and building them as layers
    * (a memo map, a scope and deferreds per layer) cost about 180 µs of CPU per attempt, a fifth of a
-   * no-op attempt's cost, for the same services (see bench/README.md, "Profiling a claim").
+   * no-op attempt's cost, for the same services (see bench/README.md, "Profiling the keyless path").
    */
   const withLayers =
     (job: Job, startedAt: Date) =>

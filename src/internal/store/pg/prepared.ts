@@ -6,7 +6,7 @@
  *
  * @effect/sql-pg sends every statement unnamed, so these run on a connection reserved from the same
  * pool through the driver's own `query({ name, text, values })`, when the client is @effect/sql-pg's
- * (its connection keeps the `pg` client in a `pg` field, as `SemaphoreProviderPg` reads it too). Any
+ * (see `pg/Driver.ts`; `SemaphoreProviderPg` reads it too, for a connection's end). Any
  * other `SqlClient`, a connection inside the caller's transaction, or `preparedStatements: false` in
  * the store's options (a pooler in transaction mode that cannot keep prepared statements) run the
  * statement as usual. Run this way, a statement has no @effect/sql `sql.execute` span of its own (the
@@ -22,18 +22,7 @@ import { SqlError } from "@effect/sql/SqlError"
 import type * as Statement from "@effect/sql/Statement"
 import * as Effect from "effect/Effect"
 import { createHash } from "node:crypto"
-
-interface DriverClient {
-  readonly processID?: number
-  query(config: { name: string; text: string; values: ReadonlyArray<unknown> }, cb: (err: Error | undefined, result: { rows: Array<unknown> }) => void): unknown
-  query(text: string, cb: (err: Error | undefined) => void): unknown
-}
-
-/** The driver's client behind a reserved connection of @effect/sql-pg, if that is what it is. */
-const driverOf = (conn: unknown): DriverClient | undefined => {
-  const client = (conn as { pg?: unknown }).pg as { query?: unknown } | undefined
-  return typeof client?.query === "function" ? (client as DriverClient) : undefined
-}
+import { type DriverClient, driverOf } from "../../pg/Driver.js"
 
 const names = new Map<string, string>()
 /** The statement's name: a digest of its text (kept for the last 256 texts). */
