@@ -6,8 +6,7 @@ import * as Metric from "effect/Metric"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
 import * as Tracer from "effect/Tracer"
-import { Contract, Handler, JobParameters, Publisher, Semaphore, Warp } from "warp-effect"
-import * as Telemetry from "../src/internal/observability/Telemetry.js"
+import { Contract, Handler, JobParameters, Publisher, Semaphore, Warp, Worker } from "warp-effect"
 import { detail, drained } from "./support/runtime.js"
 
 const Traced = Contract.job("TracedJob", Schema.Struct({ i: Schema.Number }), { policy: [Semaphore("traced:a", 2)] })
@@ -35,8 +34,11 @@ describe("observability", () => {
       logs.push({ message, annotations: Object.fromEntries(HashMap.toEntries(annotations)) })
     })
     const handler = Handler.job(Traced, ({ i }) => Effect.log(`handling ${i}`))
+    // read as a user would: the public counter, tagged with Effect's own `Metric.tagged`
     const attemptsOf = (outcome: string) =>
-      Metric.value(Metric.tagged(Telemetry.tagged(Telemetry.attempts, "TracedJob", "traced:a"), "outcome", outcome)).pipe(Effect.map((s) => s.count))
+      Metric.value(
+        Worker.attemptsTotal.pipe(Metric.tagged("type", "TracedJob"), Metric.tagged("key_family", "traced"), Metric.tagged("outcome", outcome))
+      ).pipe(Effect.map((s) => s.count))
     return Effect.gen(function* () {
       const before = yield* attemptsOf("Succeeded")
       const publisher = yield* Publisher.Publisher

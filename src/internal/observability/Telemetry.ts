@@ -87,7 +87,3 @@ export const attemptDurationOf: (type: string, outcome: string) => Metric.Metric
 
 /** Seconds from a keyed job's due time to its admission (its wait for a slot included), tagged `key_family`. */
 export const slotWait = Metric.histogram("warp_slot_wait_seconds", seconds, "Time from a keyed job's due time to the admission of its slot")
-
-/** Tags a metric with a job's type and key family. */
-export const tagged = <Type, In, Out>(metric: Metric.Metric<Type, In, Out>, type: string, key: string | undefined): Metric.Metric<Type, In, Out> =>
-  Metric.tagged(Metric.tagged(metric, "type", type), "key_family", key === undefined ? "none" : keyFamily(key))

@@ -10,8 +10,8 @@
  * other `SqlClient`, a connection inside the caller's transaction, or `preparedStatements: false` in
  * the store's options (a pooler in transaction mode that cannot keep prepared statements) run the
  * statement as usual. Run this way, a statement has no @effect/sql `sql.execute` span of its own (the
- * worker's `warp.claim` and `warp.attempt` spans still cover it). The name is a digest of the text, so a statement whose text differs is another statement.
- * A prepared statement the server no longer accepts ("cached plan must not change result type", after
+ * worker's `warp.claim` and `warp.attempt` spans still cover it). The name is a digest of the text, so
+ * a statement whose text differs is another statement. A prepared statement the server no longer accepts ("cached plan must not change result type", after
  * a migration changed a table under a running worker) is deallocated and prepared again, once.
  *
  * @since 0.3.0
