@@ -65,6 +65,7 @@ import * as Runtime from "effect/Runtime"
 import * as Schedule from "effect/Schedule"
 import * as Scope from "effect/Scope"
 import { driverOf } from "../pg/Driver.js"
+import { runNamed } from "../pg/Named.js"
 import { guardKey, lockId } from "./lockId.js"
 import {
   acquireWith,
@@ -383,9 +384,12 @@ export const make = (options: PgProviderOptions = {}): Effect.Effect<SemaphorePr
     }
     const fail = (name: string, message: string) => (cause: unknown) => new SemaphoreError({ name, message, cause })
 
-    // never interrupted: see the module note on pg_cancel_backend
-    const query = (lane: Lane, text: string, params: ReadonlyArray<unknown>) =>
-      Effect.uninterruptible(lane.conn.executeUnprepared(text, params, undefined))
+    // never interrupted: see the module note on pg_cancel_backend. On @effect/sql-pg's client, as named
+    // prepared statements (`pg/Named.ts`): the scan and the release are planned once per connection
+    const query = (lane: Lane, text: string, params: ReadonlyArray<unknown>): Effect.Effect<ReadonlyArray<any>, unknown> => {
+      const client = driverOf(lane.conn)
+      return client === undefined ? Effect.uninterruptible(lane.conn.executeUnprepared(text, params, undefined)) : runNamed(client, text, params)
+    }
 
     const runFork = Runtime.runFork(yield* Effect.runtime<never>())
 
