@@ -14,7 +14,9 @@
  *
  * Env: PROFILE_JOBS, PROFILE_URL, PROFILE_LANES (8), PROFILE_POLL_MS (100), PROFILE_ADDON (1; 0 = no addon),
  * PROFILE_CPU (write a V8 CPU profile of the drain window, worker start to last completion, there),
- * PROFILE_STORE=memory (the in-memory store and provider instead: the runtime's own cost per job, no SQL).
+ * PROFILE_STORE=memory (the in-memory store and provider instead: the runtime's own cost per job, no SQL),
+ * PROFILE_KEYS=n (keyed instead: job i takes `Semaphore("k" + i % n, PROFILE_LIMIT (1), Wait)`, the
+ * round-robin keys of bench scenario 3).
  */
 import * as PgClient from "@effect/sql-pg/PgClient"
 import * as Duration from "effect/Duration"
@@ -51,6 +53,8 @@ const CPU_PROFILE = process.env.PROFILE_CPU
 const MEMORY = process.env.PROFILE_STORE === "memory" || process.env.PROFILE_STORE === "stub"
 /** The memory store with claims and finalizing writes that do nothing: the attempt's own cost per job. */
 const STUB = process.env.PROFILE_STORE === "stub"
+const KEYS = Number(process.env.PROFILE_KEYS ?? 0)
+const LIMIT = Number(process.env.PROFILE_LIMIT ?? 1)
 
 // --- statement counting: the `pg` the library's PgClient uses (the root's, not bench/node_modules') ---
 const rootRequire = createRequire(createRequire(import.meta.url).resolve("../node_modules/@effect/sql-pg/package.json"))
@@ -67,6 +71,7 @@ let counting = false
 const classOf = (text: string): string => {
   const t = text.replace(/\s+/g, " ").trim()
   if (t.includes("SET state = 'Processing'")) return "claim (fetch.ts)"
+  if (t.includes("pg_try_advisory_lock")) return `slot scan: ${t.slice(0, 60)}`
   if (t.includes("UPDATE warp_jobs SET state = $1, metadata")) return `finalize (finalize.ts)${t.includes("released") ? " + fused release" : ""}`
   return t.slice(0, 70)
 }
@@ -117,11 +122,13 @@ const env = (url: string, maxConnections: number) =>
 const insertBacklog = Effect.gen(function* () {
   const store = yield* JobStore
   const now = new Date()
-  const metadata = JobMetadata.encode(Publisher.publishMetadata(NoOp, JobParameters.make(), now))
+  const plain = JobMetadata.encode(Publisher.publishMetadata(NoOp, JobParameters.make(), now))
+  const keyed = (i: number) =>
+    JobMetadata.encode(Publisher.publishMetadata(NoOp, JobParameters.make().withSemaphore(`k${i % KEYS}`, LIMIT, "Wait"), now))
   for (let start = 0; start < JOBS; start += 2000) {
     const rows = []
     for (let i = start; i < Math.min(JOBS, start + 2000); i++) {
-      rows.push({ id: JobId.make(), type: NoOp.name, handler: null, payload: { i }, state: "Enqueued" as const, scheduleTime: now, metadata })
+      rows.push({ id: JobId.make(), type: NoOp.name, handler: null, payload: { i }, state: "Enqueued" as const, scheduleTime: now, metadata: KEYS > 0 ? keyed(i) : plain })
     }
     yield* store.insert(rows)
   }
