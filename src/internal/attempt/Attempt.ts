@@ -51,17 +51,31 @@ export class SlotLapse extends Context.Reference<SlotLapse>()("warp/SlotLapse", 
 
 /**
  * Runs `next` (a handler, with what runs inside a slot) in a fiber of its own until it ends or
- * `lost` completes (then `onLost()`). Whatever ends this effect — `lost`, or an interruption from outside
- * — the handler's fiber is interrupted and awaited first, its finalizers included, so a slot's scope
- * never closes under a handler that is still running. (`Effect.raceFirst` alone does not await its
- * racers when the racing fiber itself is interrupted: they are stopped only when that fiber ends, after
- * its scopes have closed.)
+ * `lost` completes (then `onLost()`, even if the handler ended meanwhile). Whatever ends this effect —
+ * `lost`, or an interruption from outside — the handler's fiber is interrupted and awaited first, its
+ * finalizers included, so a slot's scope never closes under a handler that is still running.
+ *
+ * Two fibers: the handler's, and a watcher of `lost` that interrupts it (`Effect.raceFirst` over a
+ * join would fork two more racers per attempt, ~0.2 ms of CPU per keyed attempt in
+ * `bench/profile-keyless.ts PROFILE_STORE=stub PROFILE_KEYS=300`).
  */
 export const untilLost = <A, E, R, L = void>(next: Effect.Effect<A, E, R>, lost: Effect.Effect<L>, onLost: (lost: L) => A): Effect.Effect<A, E, R> =>
   Effect.uninterruptibleMask((restore) =>
-    Effect.flatMap(Effect.fork(restore(next)), (handler) =>
-      restore(Effect.raceFirst(Fiber.join(handler), Effect.map(lost, onLost))).pipe(Effect.ensuring(Fiber.interrupt(handler)))
-    )
+    Effect.flatMap(Effect.fork(restore(next)), (handler) => {
+      let lostWith: { readonly value: L } | undefined
+      const watch = Effect.flatMap(lost, (value) => {
+        lostWith ??= { value }
+        return Fiber.interruptFork(handler)
+      })
+      // the watcher is interruptible even when the caller is not: it is stopped once the handler ended
+      return Effect.flatMap(Effect.fork(Effect.interruptible(watch)), (watcher) =>
+        restore(Fiber.await(handler)).pipe(
+          Effect.onInterrupt(() => Fiber.interrupt(handler)),
+          Effect.ensuring(Fiber.interruptFork(watcher)),
+          Effect.flatMap((exit): Effect.Effect<A, E> => (lostWith !== undefined ? Effect.succeed(onLost(lostWith.value)) : exit))
+        )
+      )
+    })
   )
 
 /** The outcome of an attempt whose slot (`what`) lapsed while it ran (whatever its handler returned). */

@@ -12,6 +12,7 @@ import * as Clock from "effect/Clock"
 import * as Data from "effect/Data"
 import * as Effect from "effect/Effect"
 import * as Metric from "effect/Metric"
+import * as MetricKey from "effect/MetricKey"
 import * as Option from "effect/Option"
 import type * as Scope from "effect/Scope"
 import { CurrentSlot, HeldSlot, lapsedText, SlotLapse, untilLost } from "../attempt/Attempt.js"
@@ -66,8 +67,13 @@ export const replacingText = (key: string, limit: number, cancelling: ReadonlyAr
  */
 export type Holders = Pick<JobStoreService, "markHolder" | "cancelHolders">
 
+const gateKey = MetricKey.counter("warp_concurrency_gate_total", { description: "Concurrency gate results" })
+
 /** Gate results, as an Effect metric tagged `result` and `key_family` (the key up to its first ':'). */
-export const gateTotal = Metric.counter("warp_concurrency_gate_total", { description: "Concurrency gate results" })
+export const gateTotal = Metric.fromMetricKey(gateKey)
+
+/** {@link gateTotal}'s series of one result and key family, resolved once (see `Telemetry.series`). */
+const gateTotalOf: (result: string, family: string) => Metric.Metric.Counter<number> = Telemetry.series(gateKey, ["result", "key_family"])
 
 /** Attempts whose slot lapsed while they ran (checked before the finalizing write). */
 export const lapsedTotal = Metric.counter("warp_concurrency_slot_lapsed_total", {
@@ -95,7 +101,7 @@ export const gate = (
       : dropsNewcomer(policy.mode)
         ? GateResult.Skipped({ key: policy.key, limit })
         : GateResult.Requeued({ key: policy.key, limit })
-  ).pipe(Effect.tap((r) => Metric.increment(Metric.tagged(Metric.tagged(gateTotal, "result", r._tag), "key_family", keyFamily(policy.key)))))
+  ).pipe(Effect.tap((r) => Metric.increment(gateTotalOf(r._tag, keyFamily(policy.key)))))
 
 /**
  * The lapse check of what an attempt holds: the requeue reason naming the first slot whose `lapsed` is
@@ -128,7 +134,7 @@ const admission = <E, R>(job: Job, policy: ConcurrencyPolicy, limit: number, sel
           ...(result._tag === "Acquired" && result.slot.fence !== undefined ? { [Telemetry.attributes.fence]: result.slot.fence.toString() } : {})
         })
         if (result._tag === "Acquired") {
-          yield* Metric.update(Metric.tagged(Telemetry.slotWait, "key_family", keyFamily(policy.key)), waitMs / 1000)
+          yield* Metric.update(Telemetry.slotWaitOf(keyFamily(policy.key)), waitMs / 1000)
         }
       })
     ),
@@ -174,9 +180,7 @@ export const make = (provider: SemaphoreProviderService, manager: ConcurrencyLim
                 // an admin override of the group's cap wins over the declared total, as for a key
                 const groupLimit = Option.match(yield* manager.getGroupLimit(total.group), { onNone: () => total.limit, onSome: (o) => o.slots })
                 const group = yield* provider.tryAcquire(TOTAL_PREFIX + total.group, groupLimit, 0)
-                yield* Metric.increment(
-                  Metric.tagged(Metric.tagged(gateTotal, "result", Option.isSome(group) ? "TotalAcquired" : "TotalFull"), "key_family", keyFamily(key))
-                )
+                yield* Metric.increment(gateTotalOf(Option.isSome(group) ? "TotalAcquired" : "TotalFull", keyFamily(key)))
                 if (Option.isNone(group)) {
                   return dropsNewcomer(policy.mode)
                     ? Outcome.Deleted({ reason: groupCancelledText(total.group, groupLimit) })

@@ -54,7 +54,7 @@ const seconds = MetricBoundaries.exponential({ start: 0.001, factor: 2, count: 1
  * the registry): with the two attempt metrics resolved once, the attempt's own CPU in
  * `bench/profile-keyless.ts PROFILE_STORE=stub` fell from ~0.47 to ~0.32 ms a job.
  */
-const series = <Type extends MetricKeyType.MetricKeyType<any, any>>(key: MetricKey.MetricKey<Type>, names: ReadonlyArray<string>) => {
+export const series = <Type extends MetricKeyType.MetricKeyType<any, any>>(key: MetricKey.MetricKey<Type>, names: ReadonlyArray<string>) => {
   const cache = new Map<string, Metric.Metric<Type, MetricKeyType.MetricKeyType.InType<Type>, MetricKeyType.MetricKeyType.OutType<Type>>>()
   return (...values: ReadonlyArray<string>) => {
     const id = values.join("\u0000")
@@ -85,5 +85,10 @@ export const attemptDuration = Metric.fromMetricKey(attemptDurationKey)
 /** {@link attemptDuration}'s series of one job type and outcome. */
 export const attemptDurationOf: (type: string, outcome: string) => Metric.Metric.Histogram<number> = series(attemptDurationKey, ["type", "outcome"])
 
+const slotWaitKey = MetricKey.histogram("warp_slot_wait_seconds", seconds, "Time from a keyed job's due time to the admission of its slot")
+
 /** Seconds from a keyed job's due time to its admission (its wait for a slot included), tagged `key_family`. */
-export const slotWait = Metric.histogram("warp_slot_wait_seconds", seconds, "Time from a keyed job's due time to the admission of its slot")
+export const slotWait = Metric.fromMetricKey(slotWaitKey)
+
+/** {@link slotWait}'s series of one key family. */
+export const slotWaitOf: (family: string) => Metric.Metric.Histogram<number> = series(slotWaitKey, ["key_family"])
