@@ -30,19 +30,34 @@ export const nameOf = (text: string): string => {
 const staleType = (e: unknown): boolean =>
   (e as { code?: unknown }).code === "0A000" && /cached plan must not change result type/.test(String((e as { message?: unknown }).message))
 
-/** Deallocates `name` on the server and forgets it in the driver's cache of the connection. */
-const deallocate = (client: DriverClient, name: string) =>
-  Effect.async<void>((resume) => {
+/**
+ * Sends `text` with `values` on `client` as the named statement of its text and calls `done` once with
+ * its rows or its error: a statement found stale is deallocated (on the server and in the driver's
+ * cache of the connection) and sent again, once.
+ */
+export const queryNamed = (
+  client: DriverClient,
+  text: string,
+  values: ReadonlyArray<unknown>,
+  done: (err: unknown, rows: ReadonlyArray<any>) => void
+): void => {
+  const name = nameOf(text)
+  client.query({ name, text, values }, (err, result) => {
+    if (err === undefined || err === null) return done(undefined, result.rows)
+    if (!staleType(err)) return done(err, [])
     const parsed = (client as { connection?: { parsedStatements?: Record<string, unknown> } }).connection?.parsedStatements
     if (parsed !== undefined) delete parsed[name]
-    client.query(`DEALLOCATE "${name}"`, () => resume(Effect.void))
+    client.query(`DEALLOCATE "${name}"`, () =>
+      client.query({ name, text, values }, (again, result2) => (again ? done(again, []) : done(undefined, result2.rows)))
+    )
   })
+}
 
 /**
- * Runs `text` with `values` on `client` as the named statement of its text; rows come back as the
- * driver returns them. `onInterrupt`: what an interruption does while the statement runs (it is awaited
- * after that either way, so the connection is idle when this ends); without it, the statement is not
- * interruptible.
+ * Runs `text` with `values` on `client` as the named statement of its text (see {@link queryNamed}); rows
+ * come back as the driver returns them. `onInterrupt`: what an interruption does while the statement
+ * runs (it is awaited after that either way, so the connection is idle when this ends); without it, the
+ * statement is not interruptible.
  */
 export const runNamed = (
   client: DriverClient,
@@ -50,16 +65,14 @@ export const runNamed = (
   values: ReadonlyArray<unknown>,
   onInterrupt?: Effect.Effect<void>
 ): Effect.Effect<ReadonlyArray<any>, unknown> => {
-  const name = nameOf(text)
-  const once = Effect.async<ReadonlyArray<any>, unknown>((resume) => {
+  const run = Effect.async<ReadonlyArray<any>, unknown>((resume) => {
     let settle: () => void = () => {}
     const settled = new Promise<void>((r) => (settle = r))
-    client.query({ name, text, values }, (err, result) => {
+    queryNamed(client, text, values, (err, rows) => {
       settle()
-      resume(err ? Effect.fail(err) : Effect.succeed(result.rows))
+      resume(err !== undefined ? Effect.fail(err) : Effect.succeed(rows))
     })
     return Effect.zipRight(onInterrupt ?? Effect.void, Effect.promise(() => settled))
   })
-  const run = Effect.catchIf(once, staleType, () => Effect.zipRight(deallocate(client, name), once))
   return onInterrupt === undefined ? Effect.uninterruptible(run) : run
 }

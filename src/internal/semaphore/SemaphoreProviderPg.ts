@@ -65,7 +65,7 @@ import * as Runtime from "effect/Runtime"
 import * as Schedule from "effect/Schedule"
 import * as Scope from "effect/Scope"
 import { driverOf } from "../pg/Driver.js"
-import { runNamed } from "../pg/Named.js"
+import { queryNamed, runNamed } from "../pg/Named.js"
 import { guardKey, lockId } from "./lockId.js"
 import {
   acquireWith,
@@ -317,7 +317,12 @@ interface Lane {
    */
   renewedAt: number
   dead: boolean
+  /** The ping in flight, if any (interrupted when the lane stops being watched). */
   watchdog: Fiber.RuntimeFiber<void, never> | undefined
+  /** When (`performance.now()`) the watchdog pings the lane next. */
+  nextPingAt: number
+  /** Called once when the lane dies (a fused finalizing statement waiting on it stops waiting). */
+  readonly onDeath: Set<() => void>
 }
 
 /** Builds the provider on the `SqlClient` in context; closes its connections with the surrounding scope. */
@@ -396,7 +401,7 @@ export const make = (options: PgProviderOptions = {}): Effect.Effect<SemaphorePr
     const openLane = Effect.gen(function* () {
       const scope = yield* Scope.make()
       const conn = yield* sql.reserve.pipe(Scope.extend(scope), Effect.onError(() => Scope.close(scope, Exit.void)))
-      const lane: Lane = { conn, scope, held: new Set(), lost: yield* Deferred.make<void>(), token: randomUUID(), renewedAt: performance.now(), dead: false, watchdog: undefined }
+      const lane: Lane = { conn, scope, held: new Set(), lost: yield* Deferred.make<void>(), token: randomUUID(), renewedAt: performance.now(), dead: false, watchdog: undefined, nextPingAt: 0, onDeath: new Set() }
       yield* onConnectionEnd(lane)
       return lane
     })
@@ -474,6 +479,9 @@ export const make = (options: PgProviderOptions = {}): Effect.Effect<SemaphorePr
       Effect.suspend(() => {
         if (lane.dead) return Effect.void
         lane.dead = true
+        watched.delete(lane)
+        for (const f of lane.onDeath) f()
+        lane.onDeath.clear()
         const watchdog = lane.watchdog
         lane.watchdog = undefined
         return Deferred.succeed(lane.lost, undefined).pipe(
@@ -502,21 +510,58 @@ export const make = (options: PgProviderOptions = {}): Effect.Effect<SemaphorePr
         )
       })
 
-    const watch = (lane: Lane) =>
-      Effect.sleep(pingEvery).pipe(
-        Effect.zipRight(ping(lane)),
-        Effect.forever,
-        Effect.catchAll(() =>
-          Effect.suspend(() => {
-            lane.watchdog = undefined
-            return kill(lane)
-          })
-        ),
-        // forked from an uninterruptible acquisition: the watchdog itself must be interruptible
-        Effect.interruptible,
-        Effect.forkDaemon,
-        Effect.tap((fiber) => Effect.sync(() => void (lane.watchdog = fiber)))
+    /**
+     * The watchdog: one fiber for every lane of the provider, waking every quarter of `pingInterval`,
+     * pings each watched lane `pingInterval` after its last ping ended (one ping in flight per lane);
+     * a failed or late ping kills the lane. One fiber per provider rather than one per held slot: a
+     * fiber forked and interrupted per acquisition cost CPU on every keyed attempt, while most slots
+     * are released long before their first ping is due.
+     */
+    const watched = new Set<Lane>()
+    const pingEveryMs = Duration.toMillis(pingEvery)
+    const pingTask = (lane: Lane) =>
+      ping(lane).pipe(
+        Effect.matchEffect({
+          onFailure: () =>
+            Effect.suspend(() => {
+              lane.watchdog = undefined
+              return kill(lane)
+            }),
+          onSuccess: () =>
+            Effect.sync(() => {
+              lane.watchdog = undefined
+              lane.nextPingAt = performance.now() + pingEveryMs
+            })
+        }),
+        Effect.interruptible
       )
+    const tick = Effect.sync(() => {
+      const now = performance.now()
+      for (const lane of watched) {
+        if (lane.dead) watched.delete(lane)
+        else if (lane.watchdog === undefined && now >= lane.nextPingAt) {
+          const fiber = runFork(pingTask(lane))
+          if (fiber.unsafePoll() === null) lane.watchdog = fiber
+        }
+      }
+    })
+    yield* Effect.forkScoped(Effect.interruptible(Effect.forever(Effect.zipRight(Effect.sleep(Duration.millis(Math.max(1, pingEveryMs / 4))), tick))))
+
+    /** The lane is pinged from now on, first `pingInterval` from now. */
+    const watch = (lane: Lane) =>
+      Effect.sync(() => {
+        lane.nextPingAt = performance.now() + pingEveryMs
+        watched.add(lane)
+      })
+
+    /** The lane is no longer pinged; a ping in flight is interrupted (the query itself runs to its end). */
+    const unwatch = (lane: Lane) =>
+      Effect.suspend(() => {
+        watched.delete(lane)
+        const watchdog = lane.watchdog
+        lane.watchdog = undefined
+        return watchdog === undefined ? Effect.void : Fiber.interrupt(watchdog)
+      })
 
     /** Runs the guarded scan over the lane's candidate slots; returns the slot index taken and its fencing token. */
     const scanLane = (
@@ -592,8 +637,7 @@ SELECT released, ${markers} AND set_config('synchronous_commit', 'off', true) IS
         // the lane holds this one slot until it is unlocked: by `unlock`, or by a store's finalizing statement
         const holds = () => !lane.dead && lane.held.has(id)
         const release = Effect.gen(function* () {
-          if (lane.watchdog !== undefined) yield* Fiber.interrupt(lane.watchdog)
-          lane.watchdog = undefined
+          yield* unwatch(lane)
           if (lane.dead) return yield* forget(lane, id)
           if (lane.held.has(id)) yield* unlock(lane, name, id, true)
           if (!lane.dead) yield* Scope.close(lane.scope, Exit.void)
@@ -605,20 +649,44 @@ SELECT released, ${markers} AND set_config('synchronous_commit', 'off', true) IS
           run: (text, params) =>
             Effect.suspend(() => {
               if (!holds()) return Effect.failSync(() => new SemaphoreError({ name, message: "slot no longer held" }))
-              const lost = Effect.zipRight(
-                Deferred.await(lane.lost),
-                Effect.failSync(() => new SemaphoreError({ name, message: "slot connection lost during the finalizing statement" }))
-              )
-              // the statement itself is never interrupted (see the module note); a lane lost meanwhile ends the wait
-              // (the racers are made interruptible: a finalizing write runs uninterruptibly, and the race
-              // awaits its loser's interruption)
-              return Effect.forkDaemon(query(lane, text, params)).pipe(
-                Effect.flatMap((f) =>
-                  Effect.raceFirst(
-                    Effect.interruptible(Effect.mapError(Fiber.join(f), fail(name, "finalizing statement failed on the slot connection"))),
-                    Effect.interruptible(lost)
-                  )
-                ),
+              const failed = (cause: unknown) => new SemaphoreError({ name, message: "finalizing statement failed on the slot connection", cause })
+              const client = driverOf(lane.conn)
+              // the statement itself is never interrupted (see the module note); a lane lost meanwhile ends
+              // the wait. On the driver's client, one callback each (no fiber); else a race of two fibers
+              // (made interruptible: a finalizing write runs uninterruptibly, and the race awaits its loser)
+              const outcome =
+                client !== undefined
+                  ? Effect.async<ReadonlyArray<unknown>, SemaphoreError>((resume) => {
+                      let finished = false
+                      const onDeath = () => {
+                        if (finished) return
+                        finished = true
+                        resume(Effect.fail(new SemaphoreError({ name, message: "slot connection lost during the finalizing statement" })))
+                      }
+                      lane.onDeath.add(onDeath)
+                      queryNamed(client, text, params, (err, rows) => {
+                        lane.onDeath.delete(onDeath)
+                        if (finished) return
+                        finished = true
+                        resume(err !== undefined ? Effect.fail(failed(err)) : Effect.succeed(rows))
+                      })
+                      return Effect.sync(() => {
+                        finished = true
+                        lane.onDeath.delete(onDeath)
+                      })
+                    })
+                  : Effect.flatMap(Effect.forkDaemon(query(lane, text, params)), (f) =>
+                      Effect.raceFirst(
+                        Effect.interruptible(Effect.mapError(Fiber.join(f), failed)),
+                        Effect.interruptible(
+                          Effect.zipRight(
+                            Deferred.await(lane.lost),
+                            Effect.failSync(() => new SemaphoreError({ name, message: "slot connection lost during the finalizing statement" }))
+                          )
+                        )
+                      )
+                    )
+              return outcome.pipe(
                 Effect.tapBoth({
                   onFailure: () => kill(lane),
                   onSuccess: () => Effect.sync(() => void lane.held.delete(id))
@@ -669,7 +737,7 @@ SELECT released, ${markers} AND set_config('synchronous_commit', 'off', true) IS
               if (lane === undefined || lane.dead) return Effect.void
               lane.dead = true
               return Effect.all([
-                lane.watchdog === undefined ? Effect.void : Fiber.interrupt(lane.watchdog),
+                unwatch(lane),
                 Deferred.succeed(lane.lost, undefined),
                 dispose(lane)
               ])
