@@ -9,6 +9,7 @@ import type * as Effect from "effect/Effect"
 import type * as Scope from "effect/Scope"
 import type { Attempt } from "./Attempt.js"
 import type { Outcome } from "../job/Outcome.js"
+import type { Slot } from "../semaphore/SemaphoreProvider.js"
 
 /** One pipeline behavior, with its own requirements already provided. */
 export interface Behavior {
@@ -19,6 +20,13 @@ export interface Behavior {
    * release the slot it holds (see `HeldSlot`); the behaviors after it run inside the slot.
    */
   readonly holdsSlot?: boolean
+  /**
+   * For a behavior that holds a slot: whether another job may run under `slot`, which this behavior
+   * admitted an earlier job of the same policy with (slot reuse) — true only if the job would be
+   * admitted to that very slot now (an admin override may have lowered the key's limit below it since).
+   * Absent: never.
+   */
+  readonly admitsUnder?: (attempt: Attempt, slot: Slot) => Effect.Effect<boolean>
   readonly wrap: (attempt: Attempt, next: Effect.Effect<Outcome, never, Scope.Scope>) => Effect.Effect<Outcome, never, Scope.Scope>
 }
 

@@ -144,21 +144,35 @@ const admission = <E, R>(job: Job, policy: ConcurrencyPolicy, limit: number, sel
     })
   )
 
+/** The key's limit for this attempt: the admin override as the claim read it, when it read this key's; else asked now. */
+const limitOf = (manager: ConcurrencyLimitManagerService, job: Job, policy: ConcurrencyPolicy): Effect.Effect<number, LimitStoreError> => {
+  const claimed = manager.readAtClaim === true ? job.adminLimit : undefined
+  return claimed !== undefined && claimed.key === policy.key
+    ? Effect.succeed(claimed.slots ?? policy.limit ?? 1)
+    : Effect.flatMap(ConcurrencyLimitResolver.make(manager), (resolver) => resolver.limitFor(policy.key, policy.limit))
+}
+
 /** Builds the behavior on a provider, a limit manager and the store's holder marks. */
 export const make = (provider: SemaphoreProviderService, manager: ConcurrencyLimitManagerService, holders: Holders): Behavior => ({
   name: "concurrency",
   holdsSlot: true,
+  // under the slot-pool rule a slot of index i belongs to every limit above i: a job may reuse the held
+  // slot while its key's limit (an admin override included, read as at a pickup) is still above it
+  admitsUnder: (attempt, slot) => {
+    const policy = attempt.policies.concurrency
+    return policy === undefined || policy.total !== undefined
+      ? Effect.succeed(false)
+      : limitOf(manager, attempt.job, policy).pipe(
+          Effect.map((limit) => slot.name === LOCK_PREFIX + policy.key && slot.index < limit),
+          Effect.orElseSucceed(() => false)
+        )
+  },
   wrap: (attempt, next) => {
     const policy = attempt.policies.concurrency
     if (policy === undefined) return next
     return Effect.scoped(
       Effect.gen(function* () {
-        // the override as the claim read it, when it read this key's; else asked now
-        const claimed = manager.readAtClaim === true ? attempt.job.adminLimit : undefined
-        const limit =
-          claimed !== undefined && claimed.key === policy.key
-            ? (claimed.slots ?? policy.limit ?? 1)
-            : yield* Effect.flatMap(ConcurrencyLimitResolver.make(manager), (resolver) => resolver.limitFor(policy.key, policy.limit))
+        const limit = yield* limitOf(manager, attempt.job, policy)
         const result = yield* admission(attempt.job, policy, limit, gate(provider, policy, limit))
         const replacing = policy.mode === "CancelRunning"
         // a CancelRunning holder is marked so that a newer job can find it; a newcomer asks older holders to stop

@@ -121,6 +121,21 @@ export const make = (options: RunnerOptions): AttemptRunner => {
       )
 
   /**
+   * Whether the slot the calling fiber holds admits `attempt` too: every behavior that holds a slot
+   * says so (`Behavior.admitsUnder`), for the slot it holds. The admitting behaviors are the ones in
+   * force around a reused slot, so a job runs under it only where its own admission would have given it
+   * that slot (an admin override lowered below the slot's index sends it through the gate instead).
+   */
+  const admittedUnder = (attempt: Parameters<Behavior["wrap"]>[0]): Effect.Effect<boolean> =>
+    Effect.flatMap(HeldSlot, (slot) =>
+      slot === undefined
+        ? Effect.succeed(false)
+        : Effect.reduce(outer.filter((b) => b.holdsSlot === true), true, (ok, b) =>
+            ok && b.admitsUnder !== undefined ? b.admitsUnder(attempt, slot) : Effect.succeed(false)
+          )
+    )
+
+  /**
    * A claim whose lease may have run out before its handler starts (its reply came back late, or the
    * claim waited behind other work past a lease no heartbeat renewed) is not started: the row may
    * already be another worker's. It goes back to the queue through the finalizing write, which lands
@@ -182,7 +197,10 @@ export const make = (options: RunnerOptions): AttemptRunner => {
       // where the key in force was declared (the stamp this attempt writes says it)
       const keySource = resolved.policies.concurrency?.source ?? (policy === undefined ? undefined : "global")
       if (under !== undefined) {
-        if (h._tag === "SagaHandler" || policy?.key !== under.key || policy.limit !== under.limit || policy.mode !== "Wait") {
+        if (
+          h._tag === "SagaHandler" || policy?.key !== under.key || policy.limit !== under.limit || policy.mode !== "Wait" ||
+          !(yield* admittedUnder(attempt))
+        ) {
           deferred = true
           fiber.later.push(job)
           return undefined
