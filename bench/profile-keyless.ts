@@ -16,7 +16,7 @@
  * PROFILE_CPU (write a V8 CPU profile of the drain window, worker start to last completion, there),
  * PROFILE_STORE=memory (the in-memory store and provider instead: the runtime's own cost per job, no SQL),
  * PROFILE_KEYS=n (keyed instead: job i takes `Semaphore("k" + i % n, PROFILE_LIMIT (1), Wait)`, the
- * round-robin keys of bench scenario 3).
+ * round-robin keys of bench scenario 3), PROFILE_REUSE=1 (the worker's slot reuse on).
  */
 import * as PgClient from "@effect/sql-pg/PgClient"
 import * as Duration from "effect/Duration"
@@ -55,6 +55,7 @@ const MEMORY = process.env.PROFILE_STORE === "memory" || process.env.PROFILE_STO
 const STUB = process.env.PROFILE_STORE === "stub"
 const KEYS = Number(process.env.PROFILE_KEYS ?? 0)
 const LIMIT = Number(process.env.PROFILE_LIMIT ?? 1)
+const REUSE = process.env.PROFILE_REUSE === "1" ? { slotReuse: {} } : {}
 
 // --- statement counting: the `pg` the library's PgClient uses (the root's, not bench/node_modules') ---
 const rootRequire = createRequire(createRequire(import.meta.url).resolve("../node_modules/@effect/sql-pg/package.json"))
@@ -158,7 +159,7 @@ const mainMemory = async () => {
           yield* Effect.promise(() => session.post("Profiler.enable"))
           yield* Effect.promise(() => session.post("Profiler.start"))
         }
-        yield* Effect.provideService(Worker.make({ addons: ADDON ? [Concurrency.addon] : [], concurrency: LANES, pollInterval: POLL_MS }), JobStore, store)
+        yield* Effect.provideService(Worker.make({ addons: ADDON ? [Concurrency.addon] : [], concurrency: LANES, pollInterval: POLL_MS, ...REUSE }), JobStore, store)
         while (completed < JOBS && performance.now() - t0 < 120_000) yield* Effect.sleep(10)
         const elapsedMs = performance.now() - t0
         const used = process.cpuUsage(cpu0)
@@ -206,7 +207,7 @@ const main = async () => {
           const cpu0 = process.cpuUsage()
           const elu0 = performance.eventLoopUtilization()
           counting = true
-          yield* Worker.make({ addons: ADDON ? [Concurrency.addon] : [], concurrency: LANES, pollInterval: POLL_MS })
+          yield* Worker.make({ addons: ADDON ? [Concurrency.addon] : [], concurrency: LANES, pollInterval: POLL_MS, ...REUSE })
           // waits on the completion count with a coarse timer (a 2 ms poll costs CPU of its own)
           while (completed < JOBS && performance.now() - t0 < 120_000) yield* Effect.sleep(10)
           elapsedMs = performance.now() - t0

@@ -3,7 +3,8 @@ import * as Effect from "effect/Effect"
 import * as Metric from "effect/Metric"
 import * as Schema from "effect/Schema"
 import { gateTotal } from "../src/internal/concurrency/ConcurrencyBehavior.js"
-import { Concurrency, Contract, Handler, JobParameters, Publisher, Worker } from "warp-effect"
+import * as Option from "effect/Option"
+import { Concurrency, Contract, Handler, JobParameters, Publisher, SemaphoreProvider, Worker } from "warp-effect"
 import { JobStore } from "../src/internal/store/JobStore.js"
 import { HolderCounter } from "./support/holders.js"
 import { detail, drained } from "./support/runtime.js"
@@ -82,6 +83,44 @@ describe("Worker on PostgreSQL: slot reuse, contended keys, batches", () => {
       expect(counts.Processing).toBe(0)
       expect(counts.Succeeded).toBe(runs)
       expect(counts.Succeeded + counts.Enqueued).toBe(300)
+    }).pipe(Effect.provide(env([handler])))
+  })
+
+  it.live("closing the worker while slot holders chain jobs under their slots: every finished handler's result is written, nothing is left Processing, no slot stays taken", () => {
+    let runs = 0
+    const holders = new HolderCounter()
+    const handler = Handler.job(Work, ({ key }) => holders.hold(key, Effect.sync(() => runs++)))
+    return Effect.gen(function* () {
+      const p = yield* Publisher.Publisher
+      const params = JobParameters.make().withSemaphore("chain", 2, "Wait")
+      yield* Effect.forEach(Array.from({ length: 400 }, (_, i) => i), (i) => p.enqueue(Work, { key: "chain", i }, params))
+      const before = yield* acquired("chain")
+      // a handler's result takes a while to write (claims handed back at the close do not): a chain's
+      // writes are still in flight when the worker closes
+      const store = yield* JobStore
+      const slow = {
+        ...store,
+        finalize: (f: Parameters<typeof store.finalize>[0]) =>
+          Effect.zipRight(f.outcome._tag === "Succeeded" ? Effect.sleep("60 millis") : Effect.void, store.finalize(f))
+      }
+      yield* Effect.scoped(
+        Effect.gen(function* () {
+          yield* Worker.make({ addons: [Concurrency.addon], concurrency: 4, pollInterval: "5 millis", slotReuse: {} })
+          while (runs < 60) yield* Effect.yieldNow()
+        })
+      ).pipe(Effect.provideService(JobStore, slow))
+      const counts = yield* (yield* JobStore).countByState
+      expect(counts.Processing).toBe(0)
+      expect(counts.Succeeded).toBe(runs)
+      expect(counts.Succeeded + counts.Enqueued).toBe(400)
+      expect(holders.max.get("chain")).toBeLessThanOrEqual(2)
+      // the jobs ran in chains (fewer gate passes than jobs), and both slots are free again
+      expect((yield* acquired("chain")) - before).toBeLessThan(runs)
+      const provider = yield* SemaphoreProvider.SemaphoreProvider
+      const free = yield* Effect.scoped(
+        Effect.all([provider.tryAcquire("warp:concurrency:chain", 2, 0), provider.tryAcquire("warp:concurrency:chain", 2, 0)])
+      )
+      expect(free.every(Option.isSome)).toBe(true)
     }).pipe(Effect.provide(env([handler])))
   })
 })

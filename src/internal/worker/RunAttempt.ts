@@ -17,6 +17,7 @@ import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
+import * as Fiber from "effect/Fiber"
 import { identity } from "effect/Function"
 import * as Metric from "effect/Metric"
 import type * as Scope from "effect/Scope"
@@ -61,9 +62,11 @@ export interface AttemptRunner {
   readonly run: (job: Job, fiber: FiberState) => Effect.Effect<AttemptResult>
   /**
    * Runs `job` under the slot of `policy` the calling fiber holds, if its resolved policy is exactly
-   * `policy`; otherwise hands it to `later` (run once the slot is released) and says false.
+   * `policy` and the slot admits it; otherwise hands it to `later` (run once the slot is released) and
+   * says false. Its finalizing write is not awaited: it is forked and added to `writes`, which the
+   * caller awaits before it releases the slot (see `SlotReuse`).
    */
-  readonly runUnderSlot: (job: Job, policy: ConcurrencyPolicy, later: Array<Job>) => Effect.Effect<boolean>
+  readonly runUnderSlot: (job: Job, policy: ConcurrencyPolicy, later: Array<Job>, writes: Array<Fiber.Fiber<void>>) => Effect.Effect<boolean>
 }
 
 /** The pieces an attempt runner is built from. */
@@ -170,8 +173,14 @@ export const make = (options: RunnerOptions): AttemptRunner => {
    * The attempt. `under`: the Wait-mode slot the calling fiber holds; the job runs under it only if its
    * policy is exactly that one (else it goes to `later`, and the result is undefined).
    */
-  const attempt = (job: Job, fiber: FiberState, under: ConcurrencyPolicy | undefined): Effect.Effect<AttemptResult | undefined> => {
+  const attempt = (
+    job: Job,
+    fiber: FiberState,
+    under: { readonly policy: ConcurrencyPolicy; readonly writes: Array<Fiber.Fiber<void>> } | undefined
+  ): Effect.Effect<AttemptResult | undefined> => {
     let recorded: Outcome | undefined
+    /** Under a reused slot: the finalizing write, forked (it owns the job's `inFlight` entry until it lands). */
+    let writing = false
     let deferred = false
     let handlerMs = 0
     /** The handler's run, timed (the lane sizes its claims by how long handlers take, not by its own wall time). */
@@ -198,7 +207,7 @@ export const make = (options: RunnerOptions): AttemptRunner => {
       const keySource = resolved.policies.concurrency?.source ?? (policy === undefined ? undefined : "global")
       if (under !== undefined) {
         if (
-          h._tag === "SagaHandler" || policy?.key !== under.key || policy.limit !== under.limit || policy.mode !== "Wait" ||
+          h._tag === "SagaHandler" || policy?.key !== under.policy.key || policy.limit !== under.policy.limit || policy.mode !== "Wait" ||
           !(yield* admittedUnder(attempt))
         ) {
           deferred = true
@@ -206,7 +215,12 @@ export const make = (options: RunnerOptions): AttemptRunner => {
           return undefined
         }
         const outcome = yield* Effect.scoped(Effect.flatMap(compose(inner, attempt, handler(attempt, keySource)), lapseChecked)).pipe(defectToFailed)
-        yield* finalizeOnce(outcome, metadata)
+        // the next job of the chain runs while this write is in flight (the slot is held until every
+        // write of the chain has landed), so the writes of a chain share the batched finalizing statements
+        writing = true
+        under.writes.push(
+          yield* Effect.forkDaemon(finalizeOnce(outcome, metadata).pipe(Effect.ensuring(Effect.sync(() => state.inFlight.delete(job.id)))))
+        )
         return { outcome, waitKey: policy.key, handlerMs }
       }
       const wait = h._tag !== "SagaHandler" && policy?.mode === "Wait" ? policy : undefined
@@ -258,8 +272,8 @@ export const make = (options: RunnerOptions): AttemptRunner => {
         Effect.catchTag("Unrunnable", (e) => ended(Outcome.Failed({ error: e.reason }), job.metadata))
       )
     }).pipe(
-      Effect.onInterrupt(() => (recorded !== undefined || deferred ? Effect.void : requeueInterrupted(job))),
-      Effect.ensuring(Effect.sync(() => deferred || state.inFlight.delete(job.id)))
+      Effect.onInterrupt(() => (recorded !== undefined || writing || deferred ? Effect.void : requeueInterrupted(job))),
+      Effect.ensuring(Effect.sync(() => deferred || writing || state.inFlight.delete(job.id)))
     )
   }
 
@@ -294,7 +308,7 @@ export const make = (options: RunnerOptions): AttemptRunner => {
           result === undefined ? Effect.dieMessage(`attempt of ${job.id} deferred outside a held slot`) : Effect.succeed(result)
         )
       ),
-    runUnderSlot: (job, policy, later) =>
-      Effect.map(attempt(job, { later, reuseSkip: 0, reuseMisses: 0 }, policy), (result) => result !== undefined)
+    runUnderSlot: (job, policy, later, writes) =>
+      Effect.map(attempt(job, { later, reuseSkip: 0, reuseMisses: 0 }, { policy, writes }), (result) => result !== undefined)
   }
 }

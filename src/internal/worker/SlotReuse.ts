@@ -8,6 +8,7 @@
 import * as Clock from "effect/Clock"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
+import * as Fiber from "effect/Fiber"
 import type { Job } from "../job/Job.js"
 import { Outcome } from "../job/Outcome.js"
 import type { ConcurrencyPolicy } from "../policy/PolicyValues.js"
@@ -24,15 +25,18 @@ export interface SlotReuseOptions {
   readonly finalizer: Finalizer
   /** Claims up to `n` rows with `hint`. */
   readonly claim: (n: number, hint: FetchHint) => Effect.Effect<ReadonlyArray<Job>>
-  /** Runs a job under the held slot, or hands it to `later` and says false. */
-  readonly runUnderSlot: (job: Job, policy: ConcurrencyPolicy, later: Array<Job>) => Effect.Effect<boolean>
+  /** Runs a job under the held slot (its finalizing write forked into `writes`), or hands it to `later` and says false. */
+  readonly runUnderSlot: (job: Job, policy: ConcurrencyPolicy, later: Array<Job>, writes: Array<Fiber.Fiber<void>>) => Effect.Effect<boolean>
 }
 
 /**
  * While the calling fiber holds a slot of `policy`: the next due jobs of it, under the same slot. Claims
  * grow 1, 2, 4 .. `maxBatch` rows at a time (the time bound is checked before each claim, so a chain
- * may run up to `maxBatch` - 1 jobs past it); rows of another policy run after the release, through the
- * gate, and claimed rows are handed back to the queue if the fiber is interrupted. Says how many ran.
+ * may run up to `maxBatch` - 1 jobs past it); rows of another policy, or that the slot no longer admits,
+ * run after the release, through the gate, and claimed rows are handed back to the queue if the fiber is
+ * interrupted. A job's finalizing write is not awaited before the next job starts: the writes of a chain
+ * go out together in the finalizer's batched statements, and all of them have landed before this returns
+ * (so before the slot is released, and before the worker's lanes end). Says how many ran.
  */
 export const make =
   (options: SlotReuseOptions) =>
@@ -40,6 +44,9 @@ export const make =
     const { state } = options
     const { config } = state
     const claimed: Array<Job> = []
+    // the chain's finalizing writes, in flight while the next jobs run; all landed before this returns
+    // (so before the slot is released)
+    const writes: Array<Fiber.Fiber<void>> = []
     let ran = 0
     return Effect.gen(function* () {
       const reuse = config.reuse
@@ -63,7 +70,7 @@ export const make =
             return ran
           }
           claimed.shift()
-          if (!(yield* options.runUnderSlot(job, policy, later))) {
+          if (!(yield* options.runUnderSlot(job, policy, later, writes))) {
             later.push(...claimed.splice(0))
             return ran
           }
@@ -73,6 +80,7 @@ export const make =
       }
       return ran
     }).pipe(
+      Effect.ensuring(Effect.suspend(() => Fiber.awaitAll(writes.splice(0)))),
       Effect.onInterrupt(() =>
         Effect.forEach(claimed.splice(0), (job) =>
           options.finalizer
