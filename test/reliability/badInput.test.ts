@@ -346,6 +346,13 @@ describe("bad input: hand-corrupted metadata rows", () => {
   })
 })
 
+/**
+ * Wall time in fractional milliseconds. The overlap check counts an entry before an exit at the same
+ * instant, so with whole milliseconds two runs one after the other under one slot (a chain of slot
+ * reuse, whose next run starts within the millisecond its previous one ended) read as overlapping.
+ */
+const preciseNow = () => performance.timeOrigin + performance.now()
+
 /** When this fiber's concurrency slot was taken (set by the recording provider below). */
 const slotTakenAt = FiberRef.unsafeMake<number>(0)
 
@@ -375,7 +382,7 @@ const underConnectionLoss = (fault: (admin: pg.Client, dbName: string) => Promis
     const handler = Handler.job(Timed, ({ key, limit, ms }, info) =>
       Effect.gen(function* () {
         const taken = yield* FiberRef.get(slotTakenAt)
-        const entered = Date.now()
+        const entered = preciseNow()
         yield* Effect.sleep(ms).pipe(
           Effect.ensuring(
             Effect.sync(() =>
@@ -388,7 +395,7 @@ const underConnectionLoss = (fault: (admin: pg.Client, dbName: string) => Promis
                 pid: 0,
                 claimedAt: taken,
                 entered,
-                exited: Date.now(),
+                exited: preciseNow(),
                 exitSource: "recorded",
                 result: null
               })
@@ -420,7 +427,7 @@ const underConnectionLoss = (fault: (admin: pg.Client, dbName: string) => Promis
           yield* Worker.make({ addons: [Concurrency.addon], concurrency: 6, pollInterval: "10 millis", lease: "5 seconds" })
           for (let f = 0; f < faults; f++) {
             yield* Effect.sleep("250 millis")
-            terminations.push({ pid: 0, at: Date.now(), keys: ["sem", "mutex"] })
+            terminations.push({ pid: 0, at: preciseNow(), keys: ["sem", "mutex"] })
             yield* Effect.promise(() => fault(admin, dbName))
           }
           // the test reads through the victim's pool too: a poll hit by a fault is retried
