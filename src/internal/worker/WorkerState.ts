@@ -32,10 +32,13 @@ export interface WorkerOptions<A extends ReadonlyArray<Addon<any>> = ReadonlyArr
   readonly workerId?: string
   /**
    * Slot reuse for Wait-mode concurrency keys — opt-in, off by default (`{}` turns it on with 64 jobs,
-   * 250 ms). A fiber holding a slot of key k finalizes its job, then claims the next due job whose
-   * policy is the same key, limit and mode and runs it under the same slot, until none is due or either
-   * bound is reached; then it releases the slot. Off by default because an admin limit change reaches a
-   * reusing holder only at its release, not at the next pickup as the spec says.
+   * 250 ms). A fiber holding a slot of key k claims the next due jobs whose policy is the same key,
+   * limit and mode and runs them under the same slot (each job's finalizing write in flight while the
+   * next runs), until none is due or either bound is reached; once every write has landed it releases
+   * the slot. A job runs under the held slot only if its key's limit (an admin override included) still
+   * covers the slot's index. Off by default: a hot key's jobs then run one after another under a held
+   * slot instead of each meeting the full key, so the trail shows fewer `Requeued — … full` entries than
+   * one admission per job gives.
    */
   readonly slotReuse?: false | { readonly maxJobs?: number; readonly maxDuration?: Duration.DurationInput } | undefined
   /**
