@@ -20,8 +20,11 @@
  *   fibers from both holding one slot.
  * - Either way slots die with their connection: PostgreSQL frees the locks of a dead session. The
  *   driver's `end`/`error` events (on @effect/sql-pg) and a ping every `pingInterval` (any SqlClient,
- *   and connections that hang without closing) notice the loss and complete `slot.lost`, so the
- *   holder stops.
+ *   and connections that hang without closing; one watchdog fiber per provider pings every connection
+ *   that holds slots) notice the loss and complete `slot.lost`, so the holder stops.
+ * - On @effect/sql-pg's client the statements on a slot's connection (the scan, the release, the
+ *   store's fused finalizing statement, the pings) run as named prepared statements (`pg/Named.ts`),
+ *   parsed and planned once per connection.
  * - Deadline (PostgreSQL 14+). A connection holding slots gets `idle_session_timeout = deadline`
  *   (set by the statement that takes a slot, put back by the one that releases it), and is pinged
  *   at least every quarter of it: a holder cut off from the server (a partition, a proxy that stops
@@ -663,6 +666,8 @@ SELECT released, ${markers} AND set_config('synchronous_commit', 'off', true) IS
                         finished = true
                         resume(Effect.fail(new SemaphoreError({ name, message: "slot connection lost during the finalizing statement" })))
                       }
+                      // a lane that died since `holds()` was asked has run its death callbacks already
+                      if (lane.dead) return onDeath()
                       lane.onDeath.add(onDeath)
                       queryNamed(client, text, params, (err, rows) => {
                         lane.onDeath.delete(onDeath)
