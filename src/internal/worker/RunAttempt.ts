@@ -171,7 +171,8 @@ export const make = (options: RunnerOptions): AttemptRunner => {
 
   /**
    * The attempt. `under`: the Wait-mode slot the calling fiber holds; the job runs under it only if its
-   * policy is exactly that one (else it goes to `later`, and the result is undefined).
+   * policy is exactly that one and the slot admits it (else it goes to `later`, and the result is
+   * undefined), and its finalizing write is forked into `under.writes`.
    */
   const attempt = (
     job: Job,
@@ -217,9 +218,16 @@ export const make = (options: RunnerOptions): AttemptRunner => {
         const outcome = yield* Effect.scoped(Effect.flatMap(compose(inner, attempt, handler(attempt, keySource)), lapseChecked)).pipe(defectToFailed)
         // the next job of the chain runs while this write is in flight (the slot is held until every
         // write of the chain has landed), so the writes of a chain share the batched finalizing statements
-        writing = true
-        under.writes.push(
-          yield* Effect.forkDaemon(finalizeOnce(outcome, metadata).pipe(Effect.ensuring(Effect.sync(() => state.inFlight.delete(job.id)))))
+        // (forked and recorded in one uninterruptible step: an interruption sees either no write, and
+        // requeues the job, or the write on its way)
+        yield* Effect.uninterruptible(
+          Effect.map(
+            Effect.forkDaemon(finalizeOnce(outcome, metadata).pipe(Effect.ensuring(Effect.sync(() => state.inFlight.delete(job.id))))),
+            (write) => {
+              writing = true
+              under.writes.push(write)
+            }
+          )
         )
         return { outcome, waitKey: policy.key, handlerMs }
       }
