@@ -217,6 +217,75 @@ describe("Producers: PostgreSQL", () => {
       })
     ))
 
+  it.live("concurrent single inserts share statements; a row the server refuses fails only its own insert", () =>
+    withOutside(() =>
+      Effect.gen(function* () {
+        const store = yield* JobStore
+        const row = (id: string, n: number): NewJob => ({
+          id,
+          type: "ProdItem",
+          handler: null,
+          payload: { n },
+          state: "Enqueued",
+          scheduleTime: new Date(),
+          metadata: { policies: {} }
+        })
+        // 40 one-row inserts at once (they leave in batches while a statement is out); one repeats the id
+        // of another, which the primary key refuses: that insert fails, every other row lands
+        const rows = Array.from({ length: 40 }, (_, i) => row(JobId.make(), i))
+        const dup = row(rows[7]!.id, 99)
+        const exits = yield* Effect.forEach([...rows, dup], (r) => Effect.exit(store.insert([r])), { concurrency: "unbounded" })
+        expect(exits.filter(Exit.isFailure)).toHaveLength(1)
+        expect(yield* pending(store)).toBe(40)
+        for (const [i, r] of rows.entries()) {
+          const d = yield* detail(r.id as any)
+          expect(d.job.payload).toEqual(i === 7 && Exit.isFailure(exits[7]!) ? { n: 99 } : { n: i })
+        }
+      })
+    ))
+
+  it.live("a single insert interrupted while it waits for a statement writes nothing", () =>
+    withOutside(() =>
+      Effect.gen(function* () {
+        const store = yield* JobStore
+        const sql = yield* SqlClient.SqlClient
+        const row = (n: number): NewJob => ({
+          id: JobId.make(),
+          type: "ProdItem",
+          handler: null,
+          payload: { n },
+          state: "Enqueued",
+          scheduleTime: new Date(),
+          metadata: { policies: {} }
+        })
+        // another transaction holds off every insert into warp_jobs
+        const locked = yield* Deferred.make<void>()
+        const release = yield* Deferred.make<void>()
+        const locker = yield* Effect.fork(
+          sql.withTransaction(
+            Effect.zipRight(sql`LOCK TABLE warp_jobs IN SHARE ROW EXCLUSIVE MODE`, Effect.zipRight(Deferred.succeed(locked, undefined), Deferred.await(release)))
+          )
+        )
+        yield* Deferred.await(locked)
+        const [a, b, c, d] = [row(1), row(2), row(3), row(4)]
+        const first = yield* Effect.fork(Effect.all([store.insert([a]), store.insert([b])], { concurrency: "unbounded" }))
+        // both of the store's insert statements are out, waiting for the lock
+        const waiting = sql<{ n: number }>`SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`
+        while ((yield* waiting)[0]!.n < 2) yield* Effect.sleep("5 millis")
+        // the third waits in the queue for a statement; its producer gives up
+        const third = yield* Effect.fork(store.insert([c]))
+        while ((yield* Fiber.status(third))._tag !== "Suspended") yield* Effect.yieldNow()
+        yield* Fiber.interrupt(third)
+        yield* Deferred.succeed(release, undefined)
+        yield* Fiber.join(locker)
+        yield* Fiber.join(first)
+        // a later insert leaves after anything still queued
+        yield* store.insert([d])
+        const rows = yield* sql<{ id: string }>`SELECT id FROM warp_jobs`
+        expect(new Set(rows.map((r) => r.id))).toEqual(new Set([a.id, b.id, d.id]))
+      })
+    ))
+
   it.live("the trail after a claim: the derived creation entry first, then the log rows", () =>
     withOutside((outside) =>
       Effect.gen(function* () {

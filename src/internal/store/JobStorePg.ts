@@ -6,8 +6,10 @@
  * `./pg/finalizeBatch.ts`) — on the held slot's connection, unlocking the slot too, when the worker hands it the
  * slot's release of a `SemaphoreProviderPg` on the same `SqlClient`. Fifo-mode rows are claimed in submission order per
  * key (see `JobStoreService.fetch`). An insert of more than `insertChunk` rows is one statement per
- * chunk, all in one transaction (a savepoint inside the caller's). Every statement runs on the
- * `SqlClient` in context, so inside the caller's `withTransaction` it joins that transaction.
+ * chunk, all in one transaction (a savepoint inside the caller's); one-row inserts that arrive while one
+ * is out go together in the next statement (`./pg/insertBatch.ts`), except inside a transaction. Every
+ * statement runs on the `SqlClient` in context, so inside the caller's `withTransaction` it joins that
+ * transaction.
  *
  * Each operation's statement lives in its own file under `./pg/` (what they share in `./pg/shared.ts`);
  * this module only assembles the service from them, plus the layers.
@@ -28,9 +30,10 @@ import { countByState } from "./pg/countByState.js"
 import { counters } from "./pg/counters.js"
 import { fetch } from "./pg/fetch.js"
 import { makeBatchedFinalize } from "./pg/finalizeBatch.js"
+import { makeBatchedInsert } from "./pg/insertBatch.js"
 import { get } from "./pg/get.js"
 import { heartbeat } from "./pg/heartbeat.js"
-import { insert, insertChunk } from "./pg/insert.js"
+import { insertChunk } from "./pg/insert.js"
 import { list } from "./pg/list.js"
 import { markHolder } from "./pg/markHolder.js"
 import { operate } from "./pg/operate.js"
@@ -65,9 +68,10 @@ export const makeWith = (options: PgStoreOptions = {}) => Effect.gen(function* (
 
   const readsLimits = yield* ReadsLimits.readsLimits(sql)
   const finalize = yield* makeBatchedFinalize(sql, prepared)
+  const batchedInsert = yield* makeBatchedInsert(sql)
 
   const service: JobStoreService = {
-    insert: (rows) => insert(sql, rows),
+    insert: batchedInsert,
     fetch: (workerId, limit, lease, hint) => fetch(sql, readsLimits, workerId, limit, lease, hint, prepared),
     finalize,
     appendLog: (jobId, kind, message) => appendLog(sql, jobId, kind, message),

@@ -1,0 +1,89 @@
+/**
+ * Single enqueues batched across the producers of a process: the one-row inserts that arrive while an
+ * insert statement is out go together in the next one (the multi-row statement of `./insert.ts`, one
+ * `warp_jobs` row per job as alone). Alone (a quiet producer), an insert goes at once as the single-row
+ * statement; nothing waits for a batch to fill. Each statement commits on its own, and a producer's
+ * enqueue returns once the statement holding its row has committed.
+ *
+ * Never batched: an insert inside the caller's `SqlClient.withTransaction` (it must join that
+ * transaction: commit publishes, rollback publishes nothing) and inserts of several rows (one call's
+ * rows stay all or none in their own statement). A producer interrupted while its row waits in the queue
+ * takes it out (nothing is written); once the row's statement is out, the row is written, as a single
+ * statement already sent may be. When a batch fails, its rows are inserted one by one, so that a row
+ * PostgreSQL refuses fails only its own enqueue; when the server is out of reach, every insert of the
+ * batch fails at once.
+ *
+ * @since 0.3.0
+ */
+import type * as SqlClient from "@effect/sql/SqlClient"
+import { TransactionConnection } from "@effect/sql/SqlClient"
+import * as Cause from "effect/Cause"
+import * as Deferred from "effect/Deferred"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Queue from "effect/Queue"
+import type * as Scope from "effect/Scope"
+import type { NewJob } from "../../job/Job.js"
+import { isOutage, type StoreError } from "../StoreError.js"
+import { insert } from "./insert.js"
+
+/** At most this many rows in one batched insert statement. */
+export const INSERT_BATCH = 256
+
+/** Statements a process runs at once for batched inserts (more batches wait in the queue). */
+const FLUSHERS = 2
+
+interface Pending {
+  readonly row: NewJob
+  readonly done: Deferred.Deferred<void, StoreError>
+  /** Set when its producer stopped waiting before the row was taken into a statement. */
+  withdrawn: boolean
+}
+
+/** Inserts one batch and settles each of its producers. */
+const flush = (sql: SqlClient.SqlClient, batch: ReadonlyArray<Pending>): Effect.Effect<void> => {
+  const one = (p: Pending) => Effect.exit(insert(sql, [p.row])).pipe(Effect.flatMap((exit) => Deferred.done(p.done, exit)))
+  if (batch.length === 1) return Effect.asVoid(one(batch[0]!))
+  return Effect.exit(insert(sql, batch.map((p) => p.row))).pipe(
+    Effect.flatMap((exit) =>
+      Exit.isSuccess(exit)
+        ? Effect.forEach(batch, (p) => Deferred.succeed(p.done, undefined), { discard: true })
+        : isOutage(Cause.squash(exit.cause))
+          ? Effect.forEach(batch, (p) => Deferred.failCause(p.done, exit.cause), { discard: true })
+          : Effect.forEach(batch, one, { discard: true })
+    )
+  )
+}
+
+/**
+ * A batching `JobStoreService.insert` for the PostgreSQL store, alive for the scope: one-row inserts
+ * outside a transaction queue and leave in statements of up to {@link INSERT_BATCH} rows,
+ * {@link FLUSHERS} statements at a time; everything else goes straight to `insert`.
+ */
+export const makeBatchedInsert = (
+  sql: SqlClient.SqlClient
+): Effect.Effect<(rows: ReadonlyArray<NewJob>) => Effect.Effect<void, StoreError>, never, Scope.Scope> =>
+  Effect.gen(function* () {
+    const queue = yield* Effect.acquireRelease(Queue.unbounded<Pending>(), Queue.shutdown)
+    const takeBatch = Effect.map(Queue.takeBetween(queue, 1, INSERT_BATCH), (taken) => {
+      const batch: Array<Pending> = []
+      for (const p of taken) if (!p.withdrawn) batch.push(p)
+      return batch
+    })
+    const flusher = Effect.forever(Effect.flatMap(takeBatch, (batch) => (batch.length === 0 ? Effect.void : flush(sql, batch))))
+    for (let i = 0; i < FLUSHERS; i++) yield* Effect.forkScoped(flusher)
+    const queued = (row: NewJob) =>
+      Effect.flatMap(Deferred.make<void, StoreError>(), (done) => {
+        const p: Pending = { row, done, withdrawn: false }
+        return Effect.zipRight(
+          Queue.offer(queue, p),
+          Deferred.await(done).pipe(Effect.onInterrupt(() => Effect.sync(() => void (p.withdrawn = true))))
+        )
+      })
+    return (rows) =>
+      rows.length !== 1
+        ? insert(sql, rows)
+        : Effect.flatMap(Effect.serviceOption(TransactionConnection), (inTransaction) =>
+            inTransaction._tag === "Some" ? insert(sql, rows) : queued(rows[0]!)
+          )
+  })
