@@ -174,6 +174,17 @@ const withOutside = <A, E>(body: (outside: JobStoreService) => Effect.Effect<A, 
 
 const lease = Duration.seconds(30)
 
+/** A row of `ProdItem` with payload `{ n }`, as the store receives it. */
+const itemRow = (n: number, id: string = JobId.make()): NewJob => ({
+  id,
+  type: "ProdItem",
+  handler: null,
+  payload: { n },
+  state: "Enqueued",
+  scheduleTime: new Date(),
+  metadata: { policies: {} }
+})
+
 const pending = (store: JobStoreService) => Effect.map(store.countByState, (c) => c.Enqueued + c.Scheduled)
 
 describe("Producers: PostgreSQL", () => {
@@ -221,19 +232,10 @@ describe("Producers: PostgreSQL", () => {
     withOutside(() =>
       Effect.gen(function* () {
         const store = yield* JobStore
-        const row = (id: string, n: number): NewJob => ({
-          id,
-          type: "ProdItem",
-          handler: null,
-          payload: { n },
-          state: "Enqueued",
-          scheduleTime: new Date(),
-          metadata: { policies: {} }
-        })
         // 40 one-row inserts at once (they leave in batches while a statement is out); one repeats the id
         // of another, which the primary key refuses: that insert fails, every other row lands
-        const rows = Array.from({ length: 40 }, (_, i) => row(JobId.make(), i))
-        const dup = row(rows[7]!.id, 99)
+        const rows = Array.from({ length: 40 }, (_, i) => itemRow(i))
+        const dup = itemRow(99, rows[7]!.id)
         const exits = yield* Effect.forEach([...rows, dup], (r) => Effect.exit(store.insert([r])), { concurrency: "unbounded" })
         expect(exits.filter(Exit.isFailure)).toHaveLength(1)
         expect(yield* pending(store)).toBe(40)
@@ -249,15 +251,6 @@ describe("Producers: PostgreSQL", () => {
       Effect.gen(function* () {
         const store = yield* JobStore
         const sql = yield* SqlClient.SqlClient
-        const row = (n: number): NewJob => ({
-          id: JobId.make(),
-          type: "ProdItem",
-          handler: null,
-          payload: { n },
-          state: "Enqueued",
-          scheduleTime: new Date(),
-          metadata: { policies: {} }
-        })
         // another transaction holds off every insert into warp_jobs
         const locked = yield* Deferred.make<void>()
         const release = yield* Deferred.make<void>()
@@ -267,7 +260,7 @@ describe("Producers: PostgreSQL", () => {
           )
         )
         yield* Deferred.await(locked)
-        const [a, b, c, d] = [row(1), row(2), row(3), row(4)]
+        const [a, b, c, d] = [itemRow(1), itemRow(2), itemRow(3), itemRow(4)]
         const first = yield* Effect.fork(Effect.all([store.insert([a]), store.insert([b])], { concurrency: "unbounded" }))
         // both of the store's insert statements are out, waiting for the lock
         const waiting = sql<{ n: number }>`SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`
