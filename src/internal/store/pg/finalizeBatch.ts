@@ -14,15 +14,14 @@
  * caller retries its own.
  */
 import type * as SqlClient from "@effect/sql/SqlClient"
-import * as Cause from "effect/Cause"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
-import * as Exit from "effect/Exit"
 import * as Queue from "effect/Queue"
 import type * as Scope from "effect/Scope"
 import { counterOf, logOf, stateOf } from "../../job/Outcome.js"
 import { counterKeys, fairOf, type Finalize, retagsOn } from "../JobStore.js"
-import { isOutage, type StoreError } from "../StoreError.js"
+import type { StoreError } from "../StoreError.js"
+import { flushBatch, type Waiting } from "./batching.js"
 import { finalize } from "./finalize.js"
 import { runPrepared } from "./prepared.js"
 import { COUNTER_SHARDS, fail, finalizeSet } from "./shared.js"
@@ -33,9 +32,8 @@ export const FINALIZE_BATCH = 64
 /** Statements a process runs at once for batched writes (more batches wait in the queue). */
 const FLUSHERS = 2
 
-interface Pending {
+interface Pending extends Waiting<boolean> {
   readonly f: Finalize
-  readonly done: Deferred.Deferred<boolean, StoreError>
 }
 
 /** One statement that writes every finalize of `batch` (distinct job ids); resolves to the ids it wrote. */
@@ -73,24 +71,14 @@ export const finalizeMany = (sql: SqlClient.SqlClient, batch: ReadonlyArray<Fina
   )
 }
 
-/**
- * Writes one batch and settles each of its attempts. A batch the server rejected is retried write by
- * write; one that could not reach the server fails every write with that failure.
- */
-const flush = (sql: SqlClient.SqlClient, batch: ReadonlyArray<Pending>, prepared: boolean): Effect.Effect<void> => {
-  const one = (p: Pending) => Effect.exit(finalize(sql, p.f, prepared)).pipe(Effect.flatMap((exit) => Deferred.done(p.done, exit)))
-  if (batch.length === 1) return Effect.asVoid(one(batch[0]!))
-  return Effect.exit(finalizeMany(sql, batch.map((p) => p.f), prepared)).pipe(
-    Effect.flatMap((exit) =>
-      Exit.isSuccess(exit)
-        ? Effect.forEach(batch, (p) => Deferred.succeed(p.done, exit.value.has(p.f.job.id)), { discard: true })
-        : isOutage(Cause.squash(exit.cause))
-          ? // the server is out of reach: every write fails alike, and each caller retries its own
-            Effect.forEach(batch, (p) => Deferred.failCause(p.done, exit.cause), { discard: true })
-          : Effect.forEach(batch, one, { discard: true })
-    )
+/** Writes one batch and settles each of its attempts (see `flushBatch`). */
+const flush = (sql: SqlClient.SqlClient, batch: ReadonlyArray<Pending>, prepared: boolean): Effect.Effect<void> =>
+  flushBatch(
+    batch,
+    (p) => finalize(sql, p.f, prepared),
+    () => finalizeMany(sql, batch.map((p) => p.f), prepared),
+    (p, written) => written.has(p.f.job.id)
   )
-}
 
 /**
  * A batching `JobStoreService.finalize` for the PostgreSQL store, alive for the scope: writes that

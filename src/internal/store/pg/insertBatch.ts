@@ -17,14 +17,13 @@
  */
 import type * as SqlClient from "@effect/sql/SqlClient"
 import { TransactionConnection } from "@effect/sql/SqlClient"
-import * as Cause from "effect/Cause"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
-import * as Exit from "effect/Exit"
 import * as Queue from "effect/Queue"
 import type * as Scope from "effect/Scope"
 import type { NewJob } from "../../job/Job.js"
-import { isOutage, type StoreError } from "../StoreError.js"
+import type { StoreError } from "../StoreError.js"
+import { flushBatch, type Waiting } from "./batching.js"
 import { insert } from "./insert.js"
 
 /** At most this many rows in one batched insert statement. */
@@ -33,27 +32,20 @@ export const INSERT_BATCH = 256
 /** Statements a process runs at once for batched inserts (more batches wait in the queue). */
 const FLUSHERS = 2
 
-interface Pending {
+interface Pending extends Waiting<void> {
   readonly row: NewJob
-  readonly done: Deferred.Deferred<void, StoreError>
   /** Set when its producer stopped waiting before the row was taken into a statement. */
   withdrawn: boolean
 }
 
-/** Inserts one batch and settles each of its producers. */
-const flush = (sql: SqlClient.SqlClient, batch: ReadonlyArray<Pending>): Effect.Effect<void> => {
-  const one = (p: Pending) => Effect.exit(insert(sql, [p.row])).pipe(Effect.flatMap((exit) => Deferred.done(p.done, exit)))
-  if (batch.length === 1) return Effect.asVoid(one(batch[0]!))
-  return Effect.exit(insert(sql, batch.map((p) => p.row))).pipe(
-    Effect.flatMap((exit) =>
-      Exit.isSuccess(exit)
-        ? Effect.forEach(batch, (p) => Deferred.succeed(p.done, undefined), { discard: true })
-        : isOutage(Cause.squash(exit.cause))
-          ? Effect.forEach(batch, (p) => Deferred.failCause(p.done, exit.cause), { discard: true })
-          : Effect.forEach(batch, one, { discard: true })
-    )
+/** Inserts one batch and settles each of its producers (see `flushBatch`). */
+const flush = (sql: SqlClient.SqlClient, batch: ReadonlyArray<Pending>): Effect.Effect<void> =>
+  flushBatch(
+    batch,
+    (p) => insert(sql, [p.row]),
+    () => insert(sql, batch.map((p) => p.row)),
+    () => undefined
   )
-}
 
 /**
  * A batching `JobStoreService.insert` for the PostgreSQL store, alive for the scope: one-row inserts
