@@ -16,7 +16,7 @@ import type { DriverClient } from "./Driver.js"
 const names = new Map<string, string>()
 
 /** The statement's name: a digest of its text (kept for the last 256 texts). */
-export const nameOf = (text: string): string => {
+const nameOf = (text: string): string => {
   let name = names.get(text)
   if (name === undefined) {
     name = "warp_" + createHash("sha1").update(text).digest("hex").slice(0, 24)

@@ -653,6 +653,7 @@ SELECT released, ${markers} AND set_config('synchronous_commit', 'off', true) IS
             Effect.suspend(() => {
               if (!holds()) return Effect.failSync(() => new SemaphoreError({ name, message: "slot no longer held" }))
               const failed = (cause: unknown) => new SemaphoreError({ name, message: "finalizing statement failed on the slot connection", cause })
+              const lostMeanwhile = () => new SemaphoreError({ name, message: "slot connection lost during the finalizing statement" })
               const client = driverOf(lane.conn)
               // the statement itself is never interrupted (see the module note); a lane lost meanwhile ends
               // the wait. On the driver's client, one callback each (no fiber); else a race of two fibers
@@ -664,7 +665,7 @@ SELECT released, ${markers} AND set_config('synchronous_commit', 'off', true) IS
                       const onDeath = () => {
                         if (finished) return
                         finished = true
-                        resume(Effect.fail(new SemaphoreError({ name, message: "slot connection lost during the finalizing statement" })))
+                        resume(Effect.fail(lostMeanwhile()))
                       }
                       // a lane that died since `holds()` was asked has run its death callbacks already
                       if (lane.dead) return onDeath()
@@ -683,12 +684,7 @@ SELECT released, ${markers} AND set_config('synchronous_commit', 'off', true) IS
                   : Effect.flatMap(Effect.forkDaemon(query(lane, text, params)), (f) =>
                       Effect.raceFirst(
                         Effect.interruptible(Effect.mapError(Fiber.join(f), failed)),
-                        Effect.interruptible(
-                          Effect.zipRight(
-                            Deferred.await(lane.lost),
-                            Effect.failSync(() => new SemaphoreError({ name, message: "slot connection lost during the finalizing statement" }))
-                          )
-                        )
+                        Effect.interruptible(Effect.zipRight(Deferred.await(lane.lost), Effect.failSync(lostMeanwhile)))
                       )
                     )
               return outcome.pipe(
