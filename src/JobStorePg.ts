@@ -6,8 +6,8 @@
 import * as internal from "./internal/store/JobStorePg.js"
 
 /**
- * Builds the PostgreSQL store on the `SqlClient` in context; its batching of finalizing writes lives
- * for the scope.
+ * Builds the PostgreSQL store on the `SqlClient` in context; its batching of finalizing writes and
+ * inserts, and the folding of counted audit entries into the counters, live for the scope.
  *
  * @since 0.1.0
  * @category constructors
@@ -17,7 +17,9 @@ export const make = internal.make
 /**
  * Options of the PostgreSQL store: `preparedStatements` (default true: the worker's claim and finalizing
  * writes are named prepared statements, planned once per connection; turn off behind a connection
- * pooler in transaction mode) and `migrate` (default true).
+ * pooler in transaction mode), `migrate` (default true) and `counterRollUp` (default 2 seconds: how often
+ * the audit entries that count are folded into the `stats:*` counters' rows; a read adds the entries
+ * written since).
  *
  * @since 0.3.0
  * @category models

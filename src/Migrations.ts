@@ -14,7 +14,8 @@ import * as internal from "./internal/store/Migrations.js"
 export type MigrationRun = internal.MigrationRun
 
 /**
- * Creates or upgrades the core tables (`warp_jobs`, `warp_job_logs`, `warp_counters`).
+ * Creates or upgrades the core tables (`warp_jobs`, `warp_job_logs`, `warp_counters` and the view
+ * `warp_counter_totals`, …).
  *
  * @since 0.1.0
  * @category migrations

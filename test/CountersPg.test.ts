@@ -1,27 +1,53 @@
 /**
- * PostgreSQL counters are sharded: finalizing writes spread over the rows of a counter, and the store
- * reads a counter as the sum of its rows.
+ * PostgreSQL counters are derived from the audit trail: a write that ends a job only appends its entry
+ * (which names its counter), never updates a counter row; the entries of finished transactions are
+ * folded into `warp_counters` by the roll-up, and a read adds the entries not folded yet.
  */
 import { describe, expect, it } from "@effect/vitest"
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
 import { JobStorePg, Outcome } from "warp-effect"
 import { JobStore } from "../src/internal/store/JobStore.js"
-import { COUNTER_SHARDS } from "../src/internal/store/JobStorePg.js"
+import { rollUpCounters } from "../src/internal/store/pg/counters.js"
+import { finalize } from "../src/internal/store/pg/finalize.js"
 import { freshPgLayer } from "./support/db.js"
 
+/** The store with its own roll-up parked (a day apart), so each test folds when it says so. */
+const storeLayer = () => Layer.provideMerge(JobStorePg.layerWith({ counterRollUp: "1 day" }), freshPgLayer())
+
+const enqueue = (n: number, prefix: string) =>
+  Effect.flatMap(JobStore, (store) =>
+    store.insert(
+      Array.from({ length: n }, (_, i) => ({
+        id: `${prefix}-${i}`,
+        type: i % 2 === 0 ? "Even" : "Odd",
+        handler: null,
+        payload: {},
+        state: "Enqueued" as const,
+        scheduleTime: new Date(Date.now() - 1000),
+        metadata: {}
+      }))
+    )
+  )
+
+/** The counter rows as stored (what the roll-up folded), summed per key. */
+const folded = Effect.flatMap(SqlClient.SqlClient, (sql) =>
+  Effect.map(
+    sql<{ key: string; value: number }>`SELECT key, sum(value)::int AS value FROM warp_counters GROUP BY key`,
+    (rows) => new Map(rows.map((r) => [r.key, Number(r.value)]))
+  )
+)
+
 describe("PostgreSQL counters", () => {
-  it.live("concurrent finalizes spread over shards; each counter reads as the sum of its rows", () =>
+  it.live("finalizes write no counter row; reads count them before and after the roll-up, never twice", () =>
     Effect.gen(function* () {
       const store = yield* JobStore
       const sql = yield* SqlClient.SqlClient
       const n = 64
-      const at = new Date(Date.now() - 1000)
-      yield* store.insert(
-        Array.from({ length: n }, (_, i) => ({ id: `c-${i}`, type: i % 2 === 0 ? "Even" : "Odd", handler: null, payload: {}, state: "Enqueued" as const, scheduleTime: at, metadata: {} }))
-      )
+      yield* enqueue(n, "c")
       const claimed = yield* store.fetch("w1", n, Duration.seconds(30))
       expect(claimed).toHaveLength(n)
       yield* Effect.forEach(
@@ -30,15 +56,92 @@ describe("PostgreSQL counters", () => {
           store.finalize({ job, workerId: "w1", outcome: i % 4 === 0 ? Outcome.Requeued({ reason: "again" }) : Outcome.Succeeded(), metadata: {} }),
         { concurrency: 8 }
       )
-      const counters = yield* store.counters
       const requeued = claimed.filter((_, i) => i % 4 === 0)
-      expect(counters.get("stats:requeued")).toBe(requeued.length)
-      expect(counters.get("stats:succeeded")).toBe(n - requeued.length)
-      expect(counters.get("stats:succeeded:Even")).toBe(claimed.filter((j, i) => i % 4 !== 0 && j.type === "Even").length)
-      expect(counters.get("stats:succeeded:Odd")).toBe(claimed.filter((j, i) => i % 4 !== 0 && j.type === "Odd").length)
-      // 48 writes on one of 16 shards each: more than one row holds the counter
-      const rows = yield* sql<{ n: number }>`SELECT count(*)::int AS n FROM warp_counters WHERE key = 'stats:succeeded'`
-      expect(rows[0]!.n).toBeGreaterThan(1)
-      expect(rows[0]!.n).toBeLessThanOrEqual(COUNTER_SHARDS)
-    }).pipe(Effect.provide(Layer.provideMerge(JobStorePg.layer, freshPgLayer()))))
+      const expected = new Map([
+        ["stats:requeued", requeued.length],
+        ["stats:requeued:Even", requeued.filter((j) => j.type === "Even").length],
+        ["stats:requeued:Odd", requeued.filter((j) => j.type === "Odd").length],
+        ["stats:succeeded", n - requeued.length],
+        ["stats:succeeded:Even", claimed.filter((j, i) => i % 4 !== 0 && j.type === "Even").length],
+        ["stats:succeeded:Odd", claimed.filter((j, i) => i % 4 !== 0 && j.type === "Odd").length]
+      ])
+      // nothing folded yet: no counter row was written by the finalizes, and the read counts the entries
+      expect((yield* folded).size).toBe(0)
+      expect(yield* store.counters).toEqual(expected)
+      // the roll-up folds every entry once: the rows now hold the counts, and the read does not add them again
+      expect(yield* rollUpCounters(sql)).toBe(n)
+      expect(yield* folded).toEqual(expected)
+      expect(yield* store.counters).toEqual(expected)
+      expect(yield* rollUpCounters(sql)).toBe(0)
+      expect(yield* store.counters).toEqual(expected)
+    }).pipe(Effect.provide(storeLayer())))
+
+  it.live("an entry whose transaction is still open when the roll-up runs is folded by a later one", () =>
+    Effect.gen(function* () {
+      const store = yield* JobStore
+      const sql = yield* SqlClient.SqlClient
+      yield* enqueue(2, "t")
+      const [a, b] = yield* store.fetch("w1", 2, Duration.seconds(30))
+      // `a` ends in a transaction held open (on its own connection) across a roll-up; `b` ends after it began
+      const inTx = yield* Effect.makeLatch(false)
+      const release = yield* Effect.makeLatch(false)
+      const fiber = yield* Effect.fork(
+        sql.withTransaction(
+          Effect.gen(function* () {
+            // the single finalizing statement, on the transaction's connection (the store's batcher writes from its own fiber)
+            expect(yield* finalize(sql, { job: a!, workerId: "w1", outcome: Outcome.Succeeded(), metadata: {} })).toBe(true)
+            yield* inTx.open
+            yield* release.await
+          })
+        )
+      )
+      yield* inTx.await
+      yield* store.finalize({ job: b!, workerId: "w1", outcome: Outcome.Succeeded(), metadata: {} })
+      // `b` committed, but `a`'s transaction is older and still open: neither may be folded past (a mark
+      // taken as the largest transaction seen would skip `a` for good once it commits)
+      expect(yield* rollUpCounters(sql)).toBe(0)
+      expect((yield* store.counters).get("stats:succeeded")).toBe(1)
+      yield* release.open
+      yield* fiber.await
+      expect((yield* store.counters).get("stats:succeeded")).toBe(2)
+      expect(yield* rollUpCounters(sql)).toBe(2)
+      expect((yield* folded).get("stats:succeeded")).toBe(2)
+      expect((yield* store.counters).get("stats:succeeded")).toBe(2)
+    }).pipe(Effect.provide(storeLayer())))
+
+  it.live("roll-ups from several connections at once, during finalizes, count every entry exactly once", () =>
+    Effect.gen(function* () {
+      const store = yield* JobStore
+      const sql = yield* SqlClient.SqlClient
+      const n = 200
+      yield* enqueue(n, "r")
+      const claimed = yield* store.fetch("w1", n, Duration.seconds(30))
+      let done = false
+      let folds = 0
+      let rounds = 0
+      const rollers = yield* Effect.fork(
+        Effect.all(
+          Array.from({ length: 3 }, () =>
+            Effect.repeat(
+              Effect.map(rollUpCounters(sql), (k) => {
+                folds += k
+                rounds++
+              }),
+              { until: () => done }
+            )
+          ),
+          { concurrency: "unbounded", discard: true }
+        )
+      )
+      yield* Effect.forEach(claimed, (job) => store.finalize({ job, workerId: "w1", outcome: Outcome.Succeeded(), metadata: {} }), {
+        concurrency: 8
+      })
+      done = true
+      yield* Fiber.join(rollers)
+      expect(rounds).toBeGreaterThan(3)
+      folds += yield* rollUpCounters(sql)
+      expect(folds).toBe(n)
+      expect((yield* folded).get("stats:succeeded")).toBe(n)
+      expect((yield* store.counters).get("stats:succeeded")).toBe(n)
+    }).pipe(Effect.provide(storeLayer())))
 })

@@ -124,7 +124,7 @@ const insertBacklog = (spec: Pick<BacklogSpec, "jobs" | "keyOf" | "limit" | "mod
 const tableCounts = (url: string) =>
   withClient(url, async (c) => {
     const r = await c.query(
-      `SELECT (SELECT coalesce((SELECT sum(value) FROM warp_counters WHERE key = 'stats:succeeded'), 0))::bigint AS succeeded,
+      `SELECT (SELECT coalesce((SELECT value FROM warp_counter_totals WHERE key = 'stats:succeeded'), 0))::bigint AS succeeded,
               (SELECT count(*) FROM warp_job_logs WHERE kind = 'Requeued' AND message LIKE 'Requeued — %')::bigint AS requeued`
     )
     return { requeued: Number(r.rows[0].requeued), succeeded: Number(r.rows[0].succeeded) }

@@ -128,7 +128,7 @@ describe("multi-process: 2 processes x 6 fibers on one database", () => {
         expect(states.filter((s) => s === "Deleted").length, `${g.key} deleted`).toBeGreaterThan(0)
         expect(states.filter((s) => s === "Succeeded").length, `${g.key} succeeded`).toBeGreaterThan(0)
       }
-      const counters = yield* sql<{ key: string; value: string }>`SELECT key, sum(value)::bigint AS value FROM warp_counters GROUP BY key`
+      const counters = yield* sql<{ key: string; value: string }>`SELECT key, value FROM warp_counter_totals`
       const counter = (k: string) => Number(counters.find((c) => c.key === k)?.value ?? 0)
       const succeeded = yield* sql<{ n: number }>`SELECT count(*)::int AS n FROM warp_jobs WHERE state = 'Succeeded'`
       expect(counter("stats:succeeded")).toBe(succeeded[0]!.n)

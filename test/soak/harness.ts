@@ -739,7 +739,7 @@ export const runSoak = async (options: SoakOptions): Promise<SoakSummary> => {
     for (const r of (await control.query(`SELECT state, count(*)::int AS n FROM warp_jobs GROUP BY state`)).rows) states[r.state] = r.n
     const exits: Record<string, number> = {}
     for (const i of intervals) exits[`${i.exitSource}:${i.result ?? "none"}`] = (exits[`${i.exitSource}:${i.result ?? "none"}`] ?? 0) + 1
-    const counter = async (k: string) => Number((await control.query(`SELECT coalesce((SELECT sum(value) FROM warp_counters WHERE key = $1), 0) AS n`, [k])).rows[0].n)
+    const counter = async (k: string) => Number((await control.query(`SELECT coalesce((SELECT value FROM warp_counter_totals WHERE key = $1), 0) AS n`, [k])).rows[0].n)
     const counters = {
       succeeded: await counter("stats:succeeded"),
       failed: await counter("stats:failed"),

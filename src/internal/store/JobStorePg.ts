@@ -1,8 +1,8 @@
 /**
  * The PostgreSQL job store (@effect/sql-pg). Each operation is one SQL statement: claims use
  * `FOR UPDATE SKIP LOCKED` (and read the admin override of each claimed row's concurrency key), and an
- * attempt's finalizing write updates the row, appends the audit entry and bumps the counters in one
- * round trip (the writes of attempts that end while one is out go together in the next statement, see
+ * attempt's finalizing write updates the row and appends the audit entry, which names the counter it
+ * counts, in one round trip (the writes of attempts that end while one is out go together in the next statement, see
  * `./pg/finalizeBatch.ts`) — on the held slot's connection, unlocking the slot too, when the worker hands it the
  * slot's release of a `SemaphoreProviderPg` on the same `SqlClient`. Fifo-mode rows are claimed in submission order per
  * key (see `JobStoreService.fetch`). An insert of more than `insertChunk` rows is one statement per
@@ -11,14 +11,20 @@
  * statement runs on the `SqlClient` in context, so inside the caller's `withTransaction` it joins that
  * transaction.
  *
+ * Counters are derived from those entries (`./pg/counters.ts`): while the layer lives, it folds the
+ * entries of finished transactions into `warp_counters` every `counterRollUp` (one roll-up at a time
+ * across processes; a failed one is retried at the next tick).
+ *
  * Each operation's statement lives in its own file under `./pg/` (what they share in `./pg/shared.ts`);
  * this module only assembles the service from them, plus the layers.
  *
  * @since 0.1.0
  */
 import * as SqlClient from "@effect/sql/SqlClient"
+import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import * as Schedule from "effect/Schedule"
 import { JobStore, type JobStoreService } from "./JobStore.js"
 import * as SemaphoreProviderPg from "../semaphore/SemaphoreProviderPg.js"
 import * as KeyInsightPg from "./KeyInsightPg.js"
@@ -27,7 +33,7 @@ import { appendLog } from "./pg/appendLog.js"
 import { cancelHolders } from "./pg/cancelHolders.js"
 import { cancelRequests } from "./pg/cancelRequests.js"
 import { countByState } from "./pg/countByState.js"
-import { counters } from "./pg/counters.js"
+import { counters, rollUpCounters } from "./pg/counters.js"
 import { fetch } from "./pg/fetch.js"
 import { makeBatchedFinalize } from "./pg/finalizeBatch.js"
 import { makeBatchedInsert } from "./pg/insertBatch.js"
@@ -42,11 +48,11 @@ import { removeWorker } from "./pg/removeWorker.js"
 import { reportWorker } from "./pg/reportWorker.js"
 import { requestCancel } from "./pg/requestCancel.js"
 import { recordSlotAudit, slotAuditFindings } from "./pg/slotAudit.js"
-import { COUNTER_SHARDS, fail, originEntry, rowToJob } from "./pg/shared.js"
+import { fail, originEntry, rowToJob } from "./pg/shared.js"
 import { workers } from "./pg/workers.js"
 import type { StoreError } from "./StoreError.js"
 
-export { COUNTER_SHARDS, insertChunk, originEntry, rowToJob }
+export { insertChunk, originEntry, rowToJob }
 
 /** Options of the PostgreSQL store. */
 export interface PgStoreOptions {
@@ -58,6 +64,11 @@ export interface PgStoreOptions {
   readonly preparedStatements?: boolean | undefined
   /** Run the core migrations when the layer is built (default true). */
   readonly migrate?: boolean | undefined
+  /**
+   * How often the counted audit entries are folded into the counters' rows (default 2 seconds): a read
+   * of the counters aggregates the entries written since the last fold.
+   */
+  readonly counterRollUp?: Duration.DurationInput | undefined
 }
 
 /** Builds the PostgreSQL store on the `SqlClient` in context, with `options`. */
@@ -69,6 +80,11 @@ export const makeWith = (options: PgStoreOptions = {}) => Effect.gen(function* (
   const readsLimits = yield* ReadsLimits.readsLimits(sql)
   const finalize = yield* makeBatchedFinalize(sql, prepared)
   const batchedInsert = yield* makeBatchedInsert(sql)
+  yield* Effect.forkScoped(
+    Effect.interruptible(
+      Effect.repeat(Effect.ignore(rollUpCounters(sql)), Schedule.spaced(options.counterRollUp ?? "2 seconds"))
+    )
+  )
 
   const service: JobStoreService = {
     insert: batchedInsert,

@@ -25,6 +25,7 @@ import core0008 from "../../../migrations/core/0008_warp_workers_application_nam
 import core0009 from "../../../migrations/core/0009_warp_slot_audit.js"
 import core0010 from "../../../migrations/core/0010_warp_jobs_fair_share.js"
 import core0011 from "../../../migrations/core/0011_warp_jobs_drop_due.js"
+import core0012 from "../../../migrations/core/0012_warp_counters_from_logs.js"
 
 const run = (migrations: Record<string, Effect.Effect<void, unknown, SqlClient.SqlClient>>, table: string) =>
   Migrator.make({})({ loader: Migrator.fromRecord(migrations), table })
@@ -32,7 +33,10 @@ const run = (migrations: Record<string, Effect.Effect<void, unknown, SqlClient.S
 /** A migration run's result: the migrations applied now. */
 export type MigrationRun = Effect.Effect<ReadonlyArray<readonly [number, string]>, Migrator.MigrationError | SqlError, SqlClient.SqlClient>
 
-/** Creates or upgrades the core tables (`warp_jobs`, `warp_job_logs`, `warp_counters`, `warp_workers`, `warp_slot_audit`). */
+/**
+ * Creates or upgrades the core tables (`warp_jobs`, `warp_job_logs`, `warp_counters`, `warp_counters_rolled`,
+ * `warp_workers`, `warp_slot_audit`).
+ */
 export const core: MigrationRun = run(
   {
     "0001_warp_jobs": core0001,
@@ -45,7 +49,8 @@ export const core: MigrationRun = run(
     "0008_warp_workers_application_name": core0008,
     "0009_warp_slot_audit": core0009,
     "0010_warp_jobs_fair_share": core0010,
-    "0011_warp_jobs_drop_due": core0011
+    "0011_warp_jobs_drop_due": core0011,
+    "0012_warp_counters_from_logs": core0012
   },
   "warp_migrations"
 )

@@ -1,14 +1,68 @@
 /**
- * The read of the sharded counters (`warp_counters`) of the PostgreSQL store.
+ * The counters of the PostgreSQL store, derived from the audit trail: an entry that counts names its
+ * counter (`warp_job_logs.counter`); a counter `c` and its per-type counter `c:{type}` are the rows
+ * rolled up into `warp_counters` plus the counted entries not rolled up yet. No write that ends a job
+ * updates a counter row: it only appends its entry, which it writes anyway (migration 0012).
  */
 import type * as SqlClient from "@effect/sql/SqlClient"
+import type * as Statement from "@effect/sql/Statement"
 import * as Effect from "effect/Effect"
 import type { StoreError } from "../StoreError.js"
 import { fail } from "./shared.js"
 
-/** `JobStoreService.counters`: every counter, as the sum of its shards. */
+/**
+ * The counted entries of the transactions `>= lo` and `< hi` (fragments), aggregated per counter key:
+ * `key`, `n`. Each entry counts for its counter and for the per-type one (as in `warp_counter_totals`).
+ */
+const pending = (sql: SqlClient.SqlClient, lo: Statement.Fragment, hi: Statement.Fragment) => sql`
+    SELECT k.key, count(*)::bigint AS n
+    FROM warp_job_logs l
+    JOIN warp_jobs j ON j.id = l.job_id
+    CROSS JOIN LATERAL (VALUES (l.counter), (l.counter || ':' || j.type)) AS k(key)
+    WHERE l.counter IS NOT NULL AND l.xact >= ${lo} AND l.xact < ${hi}
+    GROUP BY k.key`
+
+/**
+ * `JobStoreService.counters`: every counter, as the sum of its rolled-up rows and of the counted
+ * entries past the roll-up mark (the view `warp_counter_totals`, migration 0012), in one statement: one
+ * snapshot, and a roll-up moves rows and mark together.
+ */
 export const counters = (sql: SqlClient.SqlClient): Effect.Effect<ReadonlyMap<string, number>, StoreError> =>
-  sql`SELECT key, sum(value)::bigint AS value FROM warp_counters GROUP BY key`.pipe(
+  sql`SELECT key, value FROM warp_counter_totals`.pipe(
     Effect.map((rows) => new Map((rows as Array<any>).map((r) => [String(r.key), Number(r.value)]))),
     Effect.mapError(fail("counters"))
   )
+
+/** The advisory lock (two-int space) one roll-up at a time holds for its transaction. */
+const ROLLUP_LOCK = [0x77617270, 0x726f6c6c] as const
+
+/**
+ * Folds the counted entries of every finished transaction into `warp_counters` and moves the mark past
+ * them, in one transaction; returns how many entries it folded (each counts for two keys) (0 when another roll-up was running).
+ * The mark moves only when there was something to fold (an idle store writes nothing); it becomes the `xmin` of the folding statement's snapshot: every transaction below it has ended, so
+ * each of its committed entries is visible to that statement and none can appear later; an entry of a
+ * transaction still running has an `xact` at or above it and waits for the next roll-up. The lock is
+ * taken by a statement of its own, so the folding statement's snapshot (and the mark it reads) comes
+ * after the previous roll-up committed.
+ */
+export const rollUpCounters = (sql: SqlClient.SqlClient): Effect.Effect<number, StoreError> =>
+  sql
+    .withTransaction(
+      Effect.gen(function* () {
+        const got = yield* sql<{ got: boolean }>`SELECT pg_try_advisory_xact_lock(${ROLLUP_LOCK[0]}, ${ROLLUP_LOCK[1]}) AS got`
+        if (got[0]?.got !== true) return 0
+        const rows = yield* sql<{ n: number }>`
+          WITH m AS (
+            SELECT r.upto AS lo, txid_snapshot_xmin(txid_current_snapshot()) AS hi FROM warp_counters_rolled r
+          ), p AS (${pending(sql, sql.literal("(SELECT lo FROM m)"), sql.literal("(SELECT hi FROM m)"))}
+          ), c AS (
+            INSERT INTO warp_counters (key, shard, value) SELECT key, 0, n FROM p
+            ON CONFLICT (key, shard) DO UPDATE SET value = warp_counters.value + EXCLUDED.value
+          ), mark AS (
+            UPDATE warp_counters_rolled SET upto = (SELECT hi FROM m) WHERE EXISTS (SELECT 1 FROM p)
+          )
+          SELECT (coalesce(sum(n), 0) / 2)::int AS n FROM p`
+        return Number(rows[0]?.n ?? 0)
+      })
+    )
+    .pipe(Effect.mapError(fail("rollUpCounters")))

@@ -1,15 +1,15 @@
 /**
- * The finalizing write of an attempt in the PostgreSQL store: the row update, its audit entry and the
- * counter bumps in one round trip — on the held slot's connection, unlocking the slot too, when the
+ * The finalizing write of an attempt in the PostgreSQL store: the row update and its audit entry (which
+ * names the counter it counts, see `./counters.ts`) in one round trip — on the held slot's connection, unlocking the slot too, when the
  * worker hands it the slot's release of a `SemaphoreProviderPg` on the same `SqlClient`.
  */
 import type * as SqlClient from "@effect/sql/SqlClient"
 import * as Effect from "effect/Effect"
 import { counterOf, logOf, stateOf } from "../../job/Outcome.js"
-import { counterKeys, fairOf, type Finalize, retagsOn } from "../JobStore.js"
+import { fairOf, type Finalize, retagsOn } from "../JobStore.js"
 import type { StoreError } from "../StoreError.js"
 import { runPrepared } from "./prepared.js"
-import { bumpCounters, fail, finalizeSet, nextTag } from "./shared.js"
+import { fail, finalizeSet, nextTag } from "./shared.js"
 
 /**
  * `JobStoreService.finalize`: writes the attempt's outcome if this attempt still owns the row (false
@@ -24,7 +24,7 @@ export const finalize = (
   const log = logOf(outcome)
   const at = outcome._tag === "Requeued" && outcome.at !== undefined ? outcome.at.toISOString() : null
   const keepsPlace = outcome._tag === "Requeued" && outcome.keepsPlace === true
-  const keys = JSON.stringify(counterKeys(counterOf(outcome), job.type))
+  const counter = counterOf(outcome)
   // a requeue goes to the back of its fair-share flow (a new tag, from the metadata written now), unless
   // it keeps its place or its tag (the tag stays); a row that is no longer weighted loses its tag
   const retag = retagsOn(outcome, state)
@@ -45,9 +45,7 @@ export const finalize = (
           WHERE id = ${job.id} AND state = 'Processing' AND locked_by = ${workerId} AND attempt = ${job.attempt}
           RETURNING id
         ), l AS (
-          INSERT INTO warp_job_logs (job_id, kind, message) SELECT id, ${log.kind}, ${log.message} FROM u
-        ), c AS (
-          ${bumpCounters(sql, sql`u`, sql`jsonb_array_elements_text(${keys}::jsonb)`)}
+          INSERT INTO warp_job_logs (job_id, kind, message, counter) SELECT id, ${log.kind}, ${log.message}, ${counter} FROM u
         )${
           fused === undefined
             ? sql``

@@ -1,7 +1,7 @@
 /**
  * Finalizing writes batched across the lanes of a process: the attempts of several lanes that end
- * while one finalizing statement is out go together in the next one, one `warp_jobs` update, one
- * audit insert and one counter upsert per (counter, shard) for all of them. Alone (a quiet worker),
+ * while one finalizing statement is out go together in the next one, one `warp_jobs` update and one
+ * audit insert (each entry naming its counter, see `./counters.ts`) for all of them. Alone (a quiet worker),
  * an attempt's write goes at once as the single statement of `./finalize.ts`; nothing waits for a
  * batch to fill. Writes that carry a slot's release (`Finalize.release`) run on the slot's connection
  * and are never batched; nor are requeues of weighted jobs (their new fair-share tag is computed by the
@@ -19,12 +19,12 @@ import * as Effect from "effect/Effect"
 import * as Queue from "effect/Queue"
 import type * as Scope from "effect/Scope"
 import { counterOf, logOf, stateOf } from "../../job/Outcome.js"
-import { counterKeys, fairOf, type Finalize, retagsOn } from "../JobStore.js"
+import { fairOf, type Finalize, retagsOn } from "../JobStore.js"
 import type { StoreError } from "../StoreError.js"
 import { flushBatch, type Waiting } from "./batching.js"
 import { finalize } from "./finalize.js"
 import { runPrepared } from "./prepared.js"
-import { COUNTER_SHARDS, fail, finalizeSet } from "./shared.js"
+import { fail, finalizeSet } from "./shared.js"
 
 /** At most this many writes in one batched statement. */
 export const FINALIZE_BATCH = 64
@@ -49,21 +49,17 @@ export const finalizeMany = (sql: SqlClient.SqlClient, batch: ReadonlyArray<Fina
           ${col((f) => f.outcome._tag === "Requeued" && f.outcome.keepsPlace === true)}::bool[], ${col((f) => f.handlerRan ?? true)}::bool[],
           ${col((f) => retagsOn(f.outcome, stateOf(f.outcome, now)))}::bool[],
           ${col((f) => logOf(f.outcome).kind)}::text[], ${col((f) => logOf(f.outcome).message)}::text[],
-          ${col((f) => JSON.stringify(counterKeys(counterOf(f.outcome), f.job.type)))}::jsonb[]
-        ) AS x(id, worker, attempt, state, metadata, at, keeps, ran, retag, kind, message, keys)
+          ${col((f) => counterOf(f.outcome))}::text[]
+        ) AS x(id, worker, attempt, state, metadata, at, keeps, ran, retag, kind, message, counter)
       ), u AS (
         UPDATE warp_jobs j
         SET ${finalizeSet(sql, { state: sql`x.state`, metadata: sql`x.metadata`, at: sql`x.at`, keeps: sql`x.keeps`, ran: sql`x.ran` }, "j.")},
             fair_tag = CASE WHEN x.retag THEN NULL ELSE j.fair_tag END
         FROM x
         WHERE j.id = x.id AND j.state = 'Processing' AND j.locked_by = x.worker AND j.attempt = x.attempt
-        RETURNING j.id, x.kind, x.message, x.keys
+        RETURNING j.id, x.kind, x.message, x.counter
       ), l AS (
-        INSERT INTO warp_job_logs (job_id, kind, message) SELECT id, kind, message FROM u
-      ), c AS (
-        INSERT INTO warp_counters (key, shard, value)
-        SELECT k, ${Math.floor(Math.random() * COUNTER_SHARDS)}, count(*) FROM u, jsonb_array_elements_text(u.keys) AS k GROUP BY k
-        ON CONFLICT (key, shard) DO UPDATE SET value = warp_counters.value + EXCLUDED.value
+        INSERT INTO warp_job_logs (job_id, kind, message, counter) SELECT id, kind, message, counter FROM u
       )
       SELECT id FROM u`, prepared).pipe(
     Effect.map((rows) => new Set(rows.map((r: any) => String(r.id)))),

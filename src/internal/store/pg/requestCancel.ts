@@ -7,7 +7,7 @@ import * as Effect from "effect/Effect"
 import type { JobState } from "../../job/JobState.js"
 import { type CancelResult, cancelText, isStorableId, operatorCause } from "../JobStore.js"
 import type { StoreError } from "../StoreError.js"
-import { bumpCounters, fail } from "./shared.js"
+import { fail } from "./shared.js"
 
 /** `JobStoreService.requestCancel`: cancels job `id` for `reason` and says how (see `CancelResult`). */
 export const requestCancel = (
@@ -27,9 +27,7 @@ export const requestCancel = (
             UPDATE warp_jobs w SET cancel_requested = ${operatorCause(reason)}
             FROM j WHERE w.id = j.id AND j.state = 'Processing' RETURNING w.id
           ), l AS (
-            INSERT INTO warp_job_logs (job_id, kind, message) SELECT id, 'Cancelled', ${cancelText(operatorCause(reason))} FROM d
-          ), c AS (
-            ${bumpCounters(sql, sql`d, j`, sql`unnest(ARRAY['stats:deleted', 'stats:deleted:' || j.type])`)}
+            INSERT INTO warp_job_logs (job_id, kind, message, counter) SELECT id, 'Cancelled', ${cancelText(operatorCause(reason))}, 'stats:deleted' FROM d
           )
           SELECT j.state FROM j`
     if (rows.length === 0) return "NotFound" as const

@@ -1,6 +1,6 @@
 /**
  * What the statements of the PostgreSQL store share: the error mapping, the decoding of a `warp_jobs`
- * row, and the counter-bump fragment of the writes that end a job.
+ * row, and the fragments of the writes that end a job (the columns they set, fair-share tags).
  */
 import type * as SqlClient from "@effect/sql/SqlClient"
 import type * as Statement from "@effect/sql/Statement"
@@ -49,21 +49,6 @@ export const originEntry = (r: any): JobLog | undefined =>
         message: r.origin === "Scheduled" ? `Scheduled for ${new Date(r.origin_for).toISOString().replace(/\.\d{3}Z$/, "Z")}` : "Enqueued"
       }
     : undefined
-
-/**
- * Shards per counter: a finalizing write bumps the counters of one shard picked at random, so no
- * counter row is updated by every worker; a counter is the sum of its shards (migration 0005).
- */
-export const COUNTER_SHARDS = 16
-
-/**
- * Adds 1 to each counter `keys` yields for each row of `rows`, on one random shard (concurrent
- * writes spread over the shards instead of queueing on one row).
- */
-export const bumpCounters = (sql: SqlClient.SqlClient, rows: Statement.Fragment, keys: Statement.Fragment) => sql`
-    INSERT INTO warp_counters (key, shard, value)
-    SELECT k, ${Math.floor(Math.random() * COUNTER_SHARDS)}, 1 FROM ${rows}, ${keys} AS k
-    ON CONFLICT (key, shard) DO UPDATE SET value = warp_counters.value + 1`
 
 /**
  * The columns a finalizing write sets on the row it still owns, from the attempt's values as SQL
