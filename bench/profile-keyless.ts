@@ -4,7 +4,7 @@
  * registered (as bench scenario 9), against a fresh database of `PROFILE_URL` (default
  * postgres://postgres@127.0.0.1:5432/test), and prints one JSON line: jobs/s, CPU ms per job of this
  * process, event-loop utilization, transactions and row writes per job (`pg_stat_database` /
- * `pg_stat_user_tables` deltas), and the statements the worker sent per job, by statement, with their
+ * `pg_stat_user_tables` deltas, also by table), and the statements the worker sent per job, by statement, with their
  * mean round-trip time (counted in this process by wrapping `pg`'s `Client.query`).
  *
  *   npx tsx profile-keyless.ts
@@ -42,7 +42,7 @@ import { JobStore } from "../src/internal/store/JobStore.js"
 import * as JobStoreMemory from "../src/internal/store/JobStoreMemory.js"
 import * as JobStorePg from "../src/internal/store/JobStorePg.js"
 import * as Worker from "../src/internal/worker/Worker.js"
-import { createDatabase, diffCounters, dropDatabase, readCounters } from "./lib/server.js"
+import { createDatabase, diffCounters, dropDatabase, readCounters, readTableWrites } from "./lib/server.js"
 
 const JOBS = Number(process.env.PROFILE_JOBS ?? 2000)
 const SERVER = process.env.PROFILE_URL ?? "postgres://postgres@127.0.0.1:5432/test"
@@ -191,6 +191,7 @@ const main = async () => {
   try {
     await Effect.runPromise(insertBacklog.pipe(Effect.provide(env(url, 4))))
     const before = await readCounters(url)
+    const tablesBefore = await readTableWrites(url)
     let elapsedMs = 0
     let cpuMs = 0
     let elu = 0
@@ -225,6 +226,7 @@ const main = async () => {
     }
     const after = await readCounters(url)
     const db = diffCounters(before, after)
+    const tablesAfter = await readTableWrites(url)
     const perJob = (x: number) => Number((x / Math.max(1, completed)).toFixed(3))
     const statements = [...stats].sort(([, a], [, b]) => b.n - a.n)
     const total = statements.reduce((s, [, v]) => s + v.n, 0)
@@ -240,6 +242,15 @@ const main = async () => {
         xactPerJob: perJob(db.xactCommit),
         insUpdPerJob: perJob(db.tupIns + db.tupUpd),
         delPerJob: perJob(db.tupDel),
+        // row writes per job, by table (inserts + updates, deletes)
+        writesByTable: Object.fromEntries(
+          Object.entries(tablesAfter)
+            .map(([t, a]) => {
+              const b = tablesBefore[t] ?? { ins: 0, upd: 0, del: 0 }
+              return [t, { insUpd: perJob(a.ins - b.ins + a.upd - b.upd), del: perJob(a.del - b.del) }] as const
+            })
+            .filter(([, w]) => w.insUpd > 0 || w.del > 0)
+        ),
         statementsPerJob: perJob(total),
         statements: Object.fromEntries(
           statements.map(([k, v]) => [

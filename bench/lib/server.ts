@@ -103,6 +103,15 @@ export const readCounters = (url: string): Promise<DbCounters> =>
     }
   })
 
+/** Row inserts, updates and deletes per table of `url`'s database (`pg_stat_user_tables`), for a breakdown of the writes. */
+export const readTableWrites = (url: string): Promise<Record<string, { ins: number; upd: number; del: number }>> =>
+  withClient(url, async (c) => {
+    await new Promise((r) => setTimeout(r, 300))
+    await c.query("SELECT pg_stat_clear_snapshot()")
+    const t = await c.query(`SELECT relname, n_tup_ins::bigint AS i, n_tup_upd::bigint AS u, n_tup_del::bigint AS d FROM pg_stat_user_tables`)
+    return Object.fromEntries(t.rows.map((r: any) => [String(r.relname), { ins: Number(r.i), upd: Number(r.u), del: Number(r.d) }]))
+  })
+
 /** The difference of two counter reads; the reading client's own transactions are taken out. */
 export const diffCounters = (a: DbCounters, b: DbCounters): DbCounters => ({
   xactCommit: b.xactCommit - a.xactCommit - 3,
