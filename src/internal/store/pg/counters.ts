@@ -33,24 +33,22 @@ export const counters = (sql: SqlClient.SqlClient): Effect.Effect<ReadonlyMap<st
     Effect.mapError(fail("counters"))
   )
 
-/** The advisory lock (two-int space) one roll-up at a time holds for its transaction. */
-const ROLLUP_LOCK = [0x77617270, 0x726f6c6c] as const
-
 /**
  * Folds the counted entries of every finished transaction into `warp_counters` and moves the mark past
  * them, in one transaction; returns how many entries it folded (each counts for two keys) (0 when another roll-up was running).
  * The mark moves only when there was something to fold (an idle store writes nothing); it becomes the `xmin` of the folding statement's snapshot: every transaction below it has ended, so
  * each of its committed entries is visible to that statement and none can appear later; an entry of a
- * transaction still running has an `xact` at or above it and waits for the next roll-up. The lock is
- * taken by a statement of its own, so the folding statement's snapshot (and the mark it reads) comes
- * after the previous roll-up committed.
+ * transaction still running has an `xact` at or above it and waits for the next roll-up. One roll-up at
+ * a time: the mark's row is locked first (a roll-up that finds it locked does nothing), by a statement
+ * of its own, so the folding statement's snapshot (and the mark it reads) comes after the previous
+ * roll-up committed.
  */
 export const rollUpCounters = (sql: SqlClient.SqlClient): Effect.Effect<number, StoreError> =>
   sql
     .withTransaction(
       Effect.gen(function* () {
-        const got = yield* sql<{ got: boolean }>`SELECT pg_try_advisory_xact_lock(${ROLLUP_LOCK[0]}, ${ROLLUP_LOCK[1]}) AS got`
-        if (got[0]?.got !== true) return 0
+        const mark = yield* sql`SELECT upto FROM warp_counters_rolled FOR UPDATE SKIP LOCKED`
+        if (mark.length === 0) return 0
         const rows = yield* sql<{ n: number }>`
           WITH m AS (
             SELECT r.upto AS lo, txid_snapshot_xmin(txid_current_snapshot()) AS hi FROM warp_counters_rolled r
