@@ -45,7 +45,8 @@ describe("Worker on PostgreSQL: slot reuse, contended keys, batches", () => {
     })
   }
 
-  it.live("Semaphore(3) Wait with slot reuse: never more than 3 running, and a Mutex job of the same key never reuses a semaphore slot", () => {
+  for (const reuse of [false, true]) {
+  it.live(`Semaphore(3) Wait, slot reuse ${reuse ? "on" : "off"}: never more than 3 running, and the key's Mutex jobs one at a time${reuse ? " (a Mutex job never chained under a semaphore slot)" : ""}`, () => {
     const holders = new HolderCounter()
     const mutexHolders = new HolderCounter()
     let runs = 0
@@ -60,12 +61,13 @@ describe("Worker on PostgreSQL: slot reuse, contended keys, batches", () => {
       yield* Effect.forEach(Array.from({ length: 60 }, (_, i) => i), (i) =>
         p.enqueue(Work, { key: "api", i }, i % 2 === 0 ? JobParameters.make().withMutex("api", "Wait") : JobParameters.make().withSemaphore("api", 3))
       )
-      yield* Effect.scoped(Effect.zipRight(Worker.make({ addons: [Concurrency.addon], concurrency: 8, pollInterval: "5 millis" }), drained(60_000)))
+      yield* Effect.scoped(Effect.zipRight(Worker.make({ addons: [Concurrency.addon], concurrency: 8, pollInterval: "5 millis", ...(reuse ? { slotReuse: {} } : {}) }), drained(60_000)))
       expect(holders.max.get("api")).toBeLessThanOrEqual(3)
       expect(mutexHolders.max.get("api")).toBe(1)
       expect(runs).toBe(60)
     }).pipe(Effect.provide(env([handler])))
   })
+  }
 
   it.live("closing the worker while it holds a batch of claims hands every unstarted claim back: nothing is left Processing", () => {
     let runs = 0
