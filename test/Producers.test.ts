@@ -8,12 +8,14 @@ import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
+import * as Tracer from "effect/Tracer"
 import { Contract, Handler, JobParameters, type NewJob, Publisher, Semaphore, Timeout, Warp } from "warp-effect"
 import * as JobId from "../src/internal/job/JobId.js"
 import { JobStore, type JobStoreService } from "../src/internal/store/JobStore.js"
 import * as JobStorePg from "../src/internal/store/JobStorePg.js"
-import { freshDatabaseUrl, pgLayer } from "./support/db.js"
+import { freshDatabaseUrl, freshPgLayer, pgLayer } from "./support/db.js"
 import { detail } from "./support/runtime.js"
 
 const Item = Contract.job("ProdItem", Schema.Struct({ n: Schema.Number }))
@@ -245,6 +247,48 @@ describe("Producers: PostgreSQL", () => {
         }
       })
     ))
+
+  it.live("a batched insert's statement runs under a span that descends from one producer's span and links to the others'", () =>
+    Effect.gen(function* () {
+      const spans: Array<Tracer.Span> = []
+      // Effect's own spans, each one kept; set for the whole layer, so the store's flushers use it too
+      const native = yield* Effect.tracer
+      const tracer = Tracer.make({
+        span: (name, parent, context, links, startTime, kind, options) => {
+          const span = native.span(name, parent, context, links, startTime, kind, options)
+          spans.push(span)
+          return span
+        },
+        context: native.context
+      })
+      const n = 30
+      yield* Effect.gen(function* () {
+        const store = yield* JobStore
+        yield* Effect.forEach(
+          Array.from({ length: n }, (_, i) => itemRow(i)),
+          (row, i) => store.insert([row]).pipe(Effect.withSpan(`producer-${i}`)),
+          { concurrency: "unbounded", discard: true }
+        )
+      }).pipe(Effect.provide(Layer.provideMerge(JobStorePg.layer, Layer.merge(freshPgLayer(), Layer.setTracer(tracer)))))
+      const producers = new Set(spans.filter((s) => s.name.startsWith("producer-")).map((s) => s.spanId))
+      expect(producers.size).toBe(n)
+      const batches = spans.filter((s) => s.name === "warp.insert.batch")
+      // each producer's span is the parent of one batch span or linked from one, never both, never twice
+      const reached = new Map<string, number>()
+      for (const batch of batches) {
+        const parent = Option.getOrThrow(batch.parent)
+        const ids = [parent.spanId, ...batch.links.map((l) => l.span.spanId)]
+        expect(Object.fromEntries(batch.attributes)["warp.insert.rows"]).toBe(ids.length)
+        for (const id of ids) reached.set(id, (reached.get(id) ?? 0) + 1)
+      }
+      expect([...reached.keys()].sort()).toEqual([...producers].sort())
+      expect([...reached.values()].every((k) => k === 1)).toBe(true)
+      // at least one statement carried several rows, and @effect/sql's statement spans sit under the batch spans
+      expect(batches.some((b) => b.links.length > 0)).toBe(true)
+      const batchIds = new Set(batches.map((b) => b.spanId))
+      const statements = spans.filter((s) => s.name === "sql.execute" && Option.isSome(s.parent) && batchIds.has(s.parent.value.spanId))
+      expect(statements.length).toBeGreaterThanOrEqual(batches.length)
+    }))
 
   it.live("a single insert interrupted while it waits for a statement writes nothing", () =>
     withOutside(() =>

@@ -23,7 +23,8 @@ export const spans = {
   publish: "warp.publish",
   claim: "warp.claim",
   attempt: "warp.attempt",
-  admission: "warp.admission"
+  admission: "warp.admission",
+  insertBatch: "warp.insert.batch"
 } as const
 
 /** Span attribute and log annotation keys. */
@@ -39,6 +40,7 @@ export const attributes = {
   outcome: "warp.outcome",
   waitMs: "warp.wait_ms",
   claimed: "warp.claim.rows",
+  batchRows: "warp.insert.rows",
   worker: "warp.worker.id"
 } as const
 

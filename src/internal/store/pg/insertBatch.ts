@@ -13,15 +13,22 @@
  * PostgreSQL refuses fails only its own enqueue; when the server is out of reach, every insert of the
  * batch fails at once.
  *
+ * Tracing: a statement runs in a flusher fiber, under a span of its own (`warp.insert.batch`, with the
+ * rows it carries) whose parent is the span of the first producer in it (its `warp.enqueue`) and which
+ * links to the others' spans, so each producer's trace reaches the statement that wrote its row.
+ *
  * @since 0.3.0
  */
 import type * as SqlClient from "@effect/sql/SqlClient"
 import { TransactionConnection } from "@effect/sql/SqlClient"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
 import * as Queue from "effect/Queue"
 import type * as Scope from "effect/Scope"
+import type * as Tracer from "effect/Tracer"
 import type { NewJob } from "../../job/Job.js"
+import * as Telemetry from "../../observability/Telemetry.js"
 import type { StoreError } from "../StoreError.js"
 import { flushBatch, type Waiting } from "./batching.js"
 import { insert } from "./insert.js"
@@ -34,18 +41,35 @@ const FLUSHERS = 2
 
 interface Pending extends Waiting<void> {
   readonly row: NewJob
+  /** The producer's span when it enqueued (the statement's span descends from or links to it). */
+  readonly span: Option.Option<Tracer.AnySpan>
   /** Set when its producer stopped waiting before the row was taken into a statement. */
   withdrawn: boolean
 }
 
-/** Inserts one batch and settles each of its producers (see `flushBatch`). */
-const flush = (sql: SqlClient.SqlClient, batch: ReadonlyArray<Pending>): Effect.Effect<void> =>
-  flushBatch(
+/**
+ * Inserts one batch and settles each of its producers (see `flushBatch`), under the batch's span: a child
+ * of the first producer's span, linked to the others'.
+ */
+const flush = (sql: SqlClient.SqlClient, batch: ReadonlyArray<Pending>): Effect.Effect<void> => {
+  const spans: Array<Tracer.AnySpan> = []
+  for (const p of batch) if (Option.isSome(p.span)) spans.push(p.span.value)
+  const [parent, ...others] = spans
+  return flushBatch(
     batch,
     (p) => insert(sql, [p.row]),
     () => insert(sql, batch.map((p) => p.row)),
     () => undefined
+  ).pipe(
+    Effect.withSpan(Telemetry.spans.insertBatch, {
+      kind: "client",
+      captureStackTrace: false,
+      attributes: { [Telemetry.attributes.batchRows]: batch.length },
+      links: others.map((span): Tracer.SpanLink => ({ _tag: "SpanLink", span, attributes: {} })),
+      ...(parent === undefined ? { root: true } : { parent })
+    })
   )
+}
 
 /**
  * A batching `JobStoreService.insert` for the PostgreSQL store, alive for the scope: one-row inserts
@@ -65,8 +89,8 @@ export const makeBatchedInsert = (
     const flusher = Effect.forever(Effect.flatMap(takeBatch, (batch) => (batch.length === 0 ? Effect.void : flush(sql, batch))))
     for (let i = 0; i < FLUSHERS; i++) yield* Effect.forkScoped(flusher)
     const queued = (row: NewJob) =>
-      Effect.flatMap(Deferred.make<void, StoreError>(), (done) => {
-        const p: Pending = { row, done, withdrawn: false }
+      Effect.flatMap(Effect.zip(Deferred.make<void, StoreError>(), Effect.option(Effect.currentParentSpan)), ([done, span]) => {
+        const p: Pending = { row, done, span, withdrawn: false }
         return Effect.zipRight(
           Queue.offer(queue, p),
           Deferred.await(done).pipe(Effect.onInterrupt(() => Effect.sync(() => void (p.withdrawn = true))))
