@@ -35,13 +35,17 @@ export const counters = (sql: SqlClient.SqlClient): Effect.Effect<ReadonlyMap<st
 
 /**
  * Folds the counted entries of every finished transaction into `warp_counters` and moves the mark past
- * them, in one transaction; returns how many entries it folded (each counts for two keys) (0 when another roll-up was running).
- * The mark moves only when there was something to fold (an idle store writes nothing); it becomes the `xmin` of the folding statement's snapshot: every transaction below it has ended, so
- * each of its committed entries is visible to that statement and none can appear later; an entry of a
- * transaction still running has an `xact` at or above it and waits for the next roll-up. One roll-up at
- * a time: the mark's row is locked first (a roll-up that finds it locked does nothing), by a statement
- * of its own, so the folding statement's snapshot (and the mark it reads) comes after the previous
- * roll-up committed.
+ * them, in one transaction. Returns how many entries it folded (each counts for two keys): 0 when
+ * another roll-up held the mark, or nothing was left to fold (the mark then stays: an idle store writes
+ * nothing).
+ *
+ * The new mark is the `xmin` of the folding statement's snapshot: every transaction below it has ended,
+ * so each of its committed entries is visible to that statement and none can appear later; an entry of
+ * a transaction still running has an `xact` at or above it and waits for a later roll-up. One roll-up at
+ * a time: the mark's row is locked first (`SKIP LOCKED`: a roll-up that finds it locked does nothing),
+ * by a statement of its own, so the folding statement's snapshot (and the mark it reads) comes after the
+ * previous roll-up committed. The `xmin` is the server's: a long transaction in any database holds the
+ * mark back (reads stay exact; they aggregate more entries meanwhile), as it holds back vacuum.
  */
 export const rollUpCounters = (sql: SqlClient.SqlClient): Effect.Effect<number, StoreError> =>
   sql
