@@ -39,16 +39,18 @@ interface Pending extends Waiting<boolean> {
 /** One statement that writes every finalize of `batch` (distinct job ids); resolves to the ids it wrote. */
 export const finalizeMany = (sql: SqlClient.SqlClient, batch: ReadonlyArray<Finalize>, prepared = true): Effect.Effect<ReadonlySet<string>, StoreError> => {
   const now = new Date()
-  const col = <A>(get: (f: Finalize) => A) => batch.map(get)
+  const states = batch.map((f) => stateOf(f.outcome, now))
+  const logs = batch.map((f) => logOf(f.outcome))
+  const col = <A>(get: (f: Finalize, i: number) => A) => batch.map(get)
   const at = (f: Finalize) => (f.outcome._tag === "Requeued" && f.outcome.at !== undefined ? f.outcome.at.toISOString() : null)
   return runPrepared(sql, sql`
       WITH x AS (
         SELECT * FROM unnest(
           ${col((f) => f.job.id)}::text[], ${col((f) => f.workerId)}::text[], ${col((f) => f.job.attempt)}::int[],
-          ${col((f) => stateOf(f.outcome, now))}::text[], ${col((f) => JSON.stringify(f.metadata))}::jsonb[], ${col(at)}::timestamptz[],
+          ${states}::text[], ${col((f) => JSON.stringify(f.metadata))}::jsonb[], ${col(at)}::timestamptz[],
           ${col((f) => f.outcome._tag === "Requeued" && f.outcome.keepsPlace === true)}::bool[], ${col((f) => f.handlerRan ?? true)}::bool[],
-          ${col((f) => retagsOn(f.outcome, stateOf(f.outcome, now)))}::bool[],
-          ${col((f) => logOf(f.outcome).kind)}::text[], ${col((f) => logOf(f.outcome).message)}::text[],
+          ${col((f, i) => retagsOn(f.outcome, states[i]!))}::bool[],
+          ${logs.map((l) => l.kind)}::text[], ${logs.map((l) => l.message)}::text[],
           ${col((f) => counterOf(f.outcome))}::text[]
         ) AS x(id, worker, attempt, state, metadata, at, keeps, ran, retag, kind, message, counter)
       ), u AS (
