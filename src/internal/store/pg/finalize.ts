@@ -1,7 +1,8 @@
 /**
  * The finalizing write of an attempt in the PostgreSQL store: the row update and its audit entry (which
- * names the counter it counts, see `./counters.ts`) in one round trip — on the held slot's connection, unlocking the slot too, when the
- * worker hands it the slot's release of a `SemaphoreProviderPg` on the same `SqlClient`.
+ * names the counter it counts, see `./counters.ts`) in one round trip — on the held slot's connection,
+ * unlocking the slot too, when the worker hands it the slot's release of a `SemaphoreProviderPg` on the
+ * same `SqlClient`.
  */
 import type * as SqlClient from "@effect/sql/SqlClient"
 import * as Effect from "effect/Effect"
