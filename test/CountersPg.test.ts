@@ -34,6 +34,15 @@ const enqueue = (n: number, prefix: string) =>
     )
   )
 
+/** `n` jobs enqueued (types Even and Odd in turn) and claimed by worker `w1`. */
+const claimedJobs = (n: number, prefix: string) =>
+  Effect.gen(function* () {
+    yield* enqueue(n, prefix)
+    const claimed = yield* (yield* JobStore).fetch("w1", n, Duration.seconds(30))
+    expect(claimed).toHaveLength(n)
+    return claimed
+  })
+
 /** The counter rows as stored (what the roll-up folded), summed per key. */
 const folded = Effect.flatMap(SqlClient.SqlClient, (sql) =>
   Effect.map(
@@ -65,9 +74,7 @@ describe("PostgreSQL counters", () => {
       const store = yield* JobStore
       const sql = yield* SqlClient.SqlClient
       const n = 64
-      yield* enqueue(n, "c")
-      const claimed = yield* store.fetch("w1", n, Duration.seconds(30))
-      expect(claimed).toHaveLength(n)
+      const claimed = yield* claimedJobs(n, "c")
       yield* Effect.forEach(
         claimed,
         (job, i) =>
@@ -98,8 +105,7 @@ describe("PostgreSQL counters", () => {
     Effect.gen(function* () {
       const store = yield* JobStore
       const sql = yield* SqlClient.SqlClient
-      yield* enqueue(2, "t")
-      const [a, b] = yield* store.fetch("w1", 2, Duration.seconds(30))
+      const [a, b] = yield* claimedJobs(2, "t")
       // `a` ends in a transaction held open (on its own connection) across a roll-up; `b` ends after it began
       const inTx = yield* Effect.makeLatch(false)
       const release = yield* Effect.makeLatch(false)
@@ -132,8 +138,7 @@ describe("PostgreSQL counters", () => {
       const store = yield* JobStore
       const sql = yield* SqlClient.SqlClient
       const n = 200
-      yield* enqueue(n, "r")
-      const claimed = yield* store.fetch("w1", n, Duration.seconds(30))
+      const claimed = yield* claimedJobs(n, "r")
       let done = false
       let folds = 0
       let rounds = 0
