@@ -9,10 +9,22 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
+import * as Migrator from "@effect/sql/Migrator"
 import * as Schedule from "effect/Schedule"
 import { JobStorePg, Outcome } from "warp-effect"
 import { JobStore } from "../src/internal/store/JobStore.js"
 import { rollUpCounters } from "../src/internal/store/pg/counters.js"
+import core0001 from "../migrations/core/0001_warp_jobs.js"
+import core0002 from "../migrations/core/0002_warp_policy_state.js"
+import core0003 from "../migrations/core/0003_warp_jobs_fifo.js"
+import core0004 from "../migrations/core/0004_warp_jobs_origin.js"
+import core0005 from "../migrations/core/0005_warp_counters_shards.js"
+import core0006 from "../migrations/core/0006_warp_cancel_workers.js"
+import core0007 from "../migrations/core/0007_warp_jobs_key_insight.js"
+import core0008 from "../migrations/core/0008_warp_workers_application_name.js"
+import core0009 from "../migrations/core/0009_warp_slot_audit.js"
+import core0010 from "../migrations/core/0010_warp_jobs_fair_share.js"
+import core0011 from "../migrations/core/0011_warp_jobs_drop_due.js"
 import { finalize } from "../src/internal/store/pg/finalize.js"
 import { freshPgLayer } from "./support/db.js"
 
@@ -33,6 +45,21 @@ const enqueue = (n: number, prefix: string) =>
       }))
     )
   )
+
+/** The core migrations before 0012 (counters from the audit trail), as the store ran them. */
+const before0012 = {
+  "0001_warp_jobs": core0001,
+  "0002_warp_policy_state": core0002,
+  "0003_warp_jobs_fifo": core0003,
+  "0004_warp_jobs_origin": core0004,
+  "0005_warp_counters_shards": core0005,
+  "0006_warp_cancel_workers": core0006,
+  "0007_warp_jobs_key_insight": core0007,
+  "0008_warp_workers_application_name": core0008,
+  "0009_warp_slot_audit": core0009,
+  "0010_warp_jobs_fair_share": core0010,
+  "0011_warp_jobs_drop_due": core0011
+}
 
 /** `n` jobs enqueued (types Even and Odd in turn) and claimed by worker `w1`. */
 const claimedJobs = (n: number, prefix: string) =>
@@ -167,4 +194,28 @@ describe("PostgreSQL counters", () => {
       expect((yield* folded).get("stats:succeeded")).toBe(n)
       expect((yield* store.counters).get("stats:succeeded")).toBe(n)
     }).pipe(Effect.provide(storeLayer())))
+
+  it.live("an upgrade from sharded counters: rows counted before migration 0012 keep their counts, and are never counted again", () =>
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      // the schema as it was before migration 0012, with a job finalized the old way: its entry names no
+      // counter, and its counts sit in two shard rows of each counter
+      yield* Migrator.make({})({ loader: Migrator.fromRecord(before0012), table: "warp_migrations" })
+      yield* sql`INSERT INTO warp_jobs (id, type, payload, state, schedule_time, metadata) VALUES ('old-1', 'Even', '{}', 'Succeeded', now(), '{}')`
+      yield* sql`INSERT INTO warp_job_logs (job_id, kind, message) VALUES ('old-1', 'Succeeded', 'Succeeded')`
+      yield* sql`INSERT INTO warp_counters (key, shard, value) VALUES ('stats:succeeded', 3, 4), ('stats:succeeded', 9, 3), ('stats:succeeded:Even', 3, 7)`
+      // the store's layer runs the rest (0012) and reads and folds the new way
+      yield* Effect.gen(function* () {
+        const store = yield* JobStore
+        expect((yield* store.counters).get("stats:succeeded")).toBe(7)
+        const [job] = yield* claimedJobs(1, "new")
+        yield* store.finalize({ job: job!, workerId: "w1", outcome: Outcome.Succeeded(), metadata: {} })
+        expect(yield* store.counters).toEqual(new Map([["stats:succeeded", 8], ["stats:succeeded:Even", 8]]))
+        expect(yield* foldAll(1)).toBe(1)
+        expect(yield* store.counters).toEqual(new Map([["stats:succeeded", 8], ["stats:succeeded:Even", 8]]))
+        // the old entry was not rewritten by the migration: no transaction id, no counter
+        const [old] = yield* sql<{ xact: unknown; counter: unknown }>`SELECT xact, counter FROM warp_job_logs WHERE job_id = 'old-1'`
+        expect(old).toEqual({ xact: null, counter: null })
+      }).pipe(Effect.provide(JobStorePg.layerWith({ counterRollUp: "1 day" })))
+    }).pipe(Effect.provide(freshPgLayer())))
 })
