@@ -11,6 +11,7 @@ import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
 import * as Migrator from "@effect/sql/Migrator"
 import * as Schedule from "effect/Schedule"
+import pg from "pg"
 import { JobStorePg, Outcome } from "warp-effect"
 import { JobStore } from "../src/internal/store/JobStore.js"
 import { rollUpCounters } from "../src/internal/store/pg/counters.js"
@@ -26,7 +27,7 @@ import core0009 from "../migrations/core/0009_warp_slot_audit.js"
 import core0010 from "../migrations/core/0010_warp_jobs_fair_share.js"
 import core0011 from "../migrations/core/0011_warp_jobs_drop_due.js"
 import { finalize } from "../src/internal/store/pg/finalize.js"
-import { freshPgLayer } from "./support/db.js"
+import { freshDatabaseUrl, freshPgLayer } from "./support/db.js"
 
 /** The store with its own roll-up parked (a day apart), so each test folds when it says so. */
 const storeLayer = () => Layer.provideMerge(JobStorePg.layerWith({ counterRollUp: "1 day" }), freshPgLayer())
@@ -79,9 +80,9 @@ const folded = Effect.flatMap(SqlClient.SqlClient, (sql) =>
 )
 
 /**
- * Roll-ups until `expected` entries have been folded in all; returns how many were. The fold's mark is
- * the oldest transaction still running on the whole server, so another test's open transaction (in
- * another database) can hold a fold back for a moment: it is retried, a few milliseconds apart, for at
+ * Roll-ups until `expected` entries have been folded in all; returns how many were. A transaction the
+ * fold cannot place in a database (one that ended between the fold's snapshot and its read of
+ * `pg_stat_activity`) holds a fold back for that once: it is retried, a few milliseconds apart, for at
  * most 10 seconds.
  */
 const foldAll = (expected: number) =>
@@ -159,6 +160,27 @@ describe("PostgreSQL counters", () => {
       expect((yield* folded).get("stats:succeeded")).toBe(2)
       expect((yield* store.counters).get("stats:succeeded")).toBe(2)
     }).pipe(Effect.provide(storeLayer())))
+
+  it.live("a transaction held open in another database of the server does not hold folding back", () =>
+    Effect.gen(function* () {
+      const store = yield* JobStore
+      // another database, with a transaction that has a transaction id and stays open for the whole test
+      const other = new pg.Client({ connectionString: yield* freshDatabaseUrl })
+      yield* Effect.acquireRelease(
+        Effect.promise(async () => {
+          await other.connect()
+          await other.query("BEGIN")
+          await other.query("SELECT txid_current()")
+        }),
+        () => Effect.promise(() => other.query("ROLLBACK").then(() => other.end()))
+      )
+      const [job] = yield* claimedJobs(1, "o")
+      yield* store.finalize({ job: job!, workerId: "w1", outcome: Outcome.Succeeded(), metadata: {} })
+      // the server's oldest running transaction is the other database's: a mark at the server's xmin
+      // would stay below this entry for as long as it is open
+      expect(yield* foldAll(1)).toBe(1)
+      expect((yield* folded).get("stats:succeeded")).toBe(1)
+    }).pipe(Effect.scoped, Effect.provide(storeLayer())))
 
   it.live("roll-ups from several connections at once, during finalizes, count every entry exactly once", () =>
     Effect.gen(function* () {

@@ -39,13 +39,17 @@ export const counters = (sql: SqlClient.SqlClient): Effect.Effect<ReadonlyMap<st
  * another roll-up held the mark, or nothing was left to fold (the mark then stays: an idle store writes
  * nothing).
  *
- * The new mark is the `xmin` of the folding statement's snapshot: every transaction below it has ended,
- * so each of its committed entries is visible to that statement and none can appear later; an entry of
- * a transaction still running has an `xact` at or above it and waits for a later roll-up. One roll-up at
- * a time: the mark's row is locked first (`SKIP LOCKED`: a roll-up that finds it locked does nothing),
- * by a statement of its own, so the folding statement's snapshot (and the mark it reads) comes after the
- * previous roll-up committed. The `xmin` is the server's: a long transaction in any database holds the
- * mark back (reads stay exact; they aggregate more entries meanwhile), as it holds back vacuum.
+ * The new mark is the oldest transaction that was running when the folding statement took its snapshot
+ * (its `xip` list), leaving out those `pg_stat_activity` shows running in another database (they cannot
+ * write this database's entries), else the snapshot's `xmax`. Every transaction below the mark has ended,
+ * so each of its committed entries is visible to that statement and none can appear later; an entry of a
+ * transaction still running has an `xact` at or above it and waits for a later roll-up. A running
+ * transaction whose database is not known (ended since the snapshot, a prepared one, another user's
+ * session hidden from this one) holds the mark back for this roll-up, never the other way round: a
+ * long transaction in this database holds folding back (reads stay exact; they aggregate more entries
+ * meanwhile), one in another database does not. One roll-up at a time: the mark's row is locked first
+ * (`SKIP LOCKED`: a roll-up that finds it locked does nothing), by a statement of its own, so the folding
+ * statement's snapshot (and the mark it reads) comes after the previous roll-up committed.
  */
 export const rollUpCounters = (sql: SqlClient.SqlClient): Effect.Effect<number, StoreError> =>
   sql
@@ -54,8 +58,19 @@ export const rollUpCounters = (sql: SqlClient.SqlClient): Effect.Effect<number, 
         const mark = yield* sql`SELECT upto FROM warp_counters_rolled FOR UPDATE SKIP LOCKED`
         if (mark.length === 0) return 0
         const rows = yield* sql<{ n: number }>`
-          WITH m AS (
-            SELECT r.upto AS lo, txid_snapshot_xmin(txid_current_snapshot()) AS hi FROM warp_counters_rolled r
+          WITH s AS (
+            SELECT txid_current_snapshot() AS snap
+          ), m AS (
+            SELECT r.upto AS lo, coalesce((
+                -- the transactions running at the snapshot, but those known to run in another database
+                SELECT min(x) FROM s, txid_snapshot_xip(s.snap) AS x
+                WHERE NOT EXISTS (
+                  SELECT 1 FROM pg_stat_activity a
+                  WHERE a.backend_xid IS NOT NULL AND a.datid IS NOT NULL
+                    AND a.datid <> (SELECT oid FROM pg_database WHERE datname = current_database())
+                    AND a.backend_xid::text::bigint = x % 4294967296)
+              ), (SELECT txid_snapshot_xmax(snap) FROM s)) AS hi
+            FROM warp_counters_rolled r
           ), p AS (${pending(sql, sql.literal("(SELECT lo FROM m)"), sql.literal("(SELECT hi FROM m)"))}
           ), c AS (
             INSERT INTO warp_counters (key, shard, value) SELECT key, 0, n FROM p
