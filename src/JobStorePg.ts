@@ -17,9 +17,9 @@ export const make = internal.make
 /**
  * Options of the PostgreSQL store: `preparedStatements` (default true: the worker's claim and finalizing
  * writes are named prepared statements, planned once per connection; turn off behind a connection
- * pooler in transaction mode), `migrate` (default true) and `counterRollUp` (default 2 seconds: how often
- * the audit entries that count are folded into the `stats:*` counters' rows; a read adds the entries
- * written since).
+ * pooler in transaction mode), `migrate` (default true) and `counterRollUp` (default 2 seconds: how often,
+ * from one interval after the store starts, the audit entries that count are folded into the `stats:*`
+ * counters' rows; a read adds the entries written since).
  *
  * @since 0.3.0
  * @category models

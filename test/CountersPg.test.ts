@@ -29,7 +29,7 @@ import core0011 from "../migrations/core/0011_warp_jobs_drop_due.js"
 import { finalize } from "../src/internal/store/pg/finalize.js"
 import { freshDatabaseUrl, freshPgLayer } from "./support/db.js"
 
-/** The store with its own roll-up parked (a day apart), so each test folds when it says so. */
+/** The store with its own roll-up parked (its first fold a day after it starts), so each test folds when it says so. */
 const storeLayer = () => Layer.provideMerge(JobStorePg.layerWith({ counterRollUp: "1 day" }), freshPgLayer())
 
 const enqueue = (n: number, prefix: string) =>

@@ -24,7 +24,6 @@ import * as SqlClient from "@effect/sql/SqlClient"
 import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import * as Schedule from "effect/Schedule"
 import { JobStore, type JobStoreService } from "./JobStore.js"
 import * as SemaphoreProviderPg from "../semaphore/SemaphoreProviderPg.js"
 import * as KeyInsightPg from "./KeyInsightPg.js"
@@ -80,11 +79,9 @@ export const makeWith = (options: PgStoreOptions = {}) => Effect.gen(function* (
   const readsLimits = yield* ReadsLimits.readsLimits(sql)
   const finalize = yield* makeBatchedFinalize(sql, prepared)
   const batchedInsert = yield* makeBatchedInsert(sql)
-  yield* Effect.forkScoped(
-    Effect.interruptible(
-      Effect.repeat(Effect.ignore(rollUpCounters(sql)), Schedule.spaced(options.counterRollUp ?? "2 seconds"))
-    )
-  )
+  // the first fold one interval after the store starts, then one per interval
+  const every = options.counterRollUp ?? "2 seconds"
+  yield* Effect.forkScoped(Effect.interruptible(Effect.forever(Effect.zipRight(Effect.sleep(every), Effect.ignore(rollUpCounters(sql))))))
 
   const service: JobStoreService = {
     insert: batchedInsert,
