@@ -15,17 +15,7 @@ import pg from "pg"
 import { JobStorePg, Outcome } from "warp-effect"
 import { JobStore } from "../src/internal/store/JobStore.js"
 import { rollUpCounters } from "../src/internal/store/pg/counters.js"
-import core0001 from "../migrations/core/0001_warp_jobs.js"
-import core0002 from "../migrations/core/0002_warp_policy_state.js"
-import core0003 from "../migrations/core/0003_warp_jobs_fifo.js"
-import core0004 from "../migrations/core/0004_warp_jobs_origin.js"
-import core0005 from "../migrations/core/0005_warp_counters_shards.js"
-import core0006 from "../migrations/core/0006_warp_cancel_workers.js"
-import core0007 from "../migrations/core/0007_warp_jobs_key_insight.js"
-import core0008 from "../migrations/core/0008_warp_workers_application_name.js"
-import core0009 from "../migrations/core/0009_warp_slot_audit.js"
-import core0010 from "../migrations/core/0010_warp_jobs_fair_share.js"
-import core0011 from "../migrations/core/0011_warp_jobs_drop_due.js"
+import { coreMigrations } from "../src/internal/store/Migrations.js"
 import { finalize } from "../src/internal/store/pg/finalize.js"
 import { freshDatabaseUrl, freshPgLayer } from "./support/db.js"
 
@@ -48,19 +38,7 @@ const enqueue = (n: number, prefix: string) =>
   )
 
 /** The core migrations before 0012 (counters from the audit trail), as the store ran them. */
-const before0012 = {
-  "0001_warp_jobs": core0001,
-  "0002_warp_policy_state": core0002,
-  "0003_warp_jobs_fifo": core0003,
-  "0004_warp_jobs_origin": core0004,
-  "0005_warp_counters_shards": core0005,
-  "0006_warp_cancel_workers": core0006,
-  "0007_warp_jobs_key_insight": core0007,
-  "0008_warp_workers_application_name": core0008,
-  "0009_warp_slot_audit": core0009,
-  "0010_warp_jobs_fair_share": core0010,
-  "0011_warp_jobs_drop_due": core0011
-}
+const before0012 = Object.fromEntries(Object.entries(coreMigrations).filter(([name]) => name < "0012"))
 
 /** `n` jobs enqueued (types Even and Odd in turn) and claimed by worker `w1`. */
 const claimedJobs = (n: number, prefix: string) =>

@@ -33,27 +33,27 @@ const run = (migrations: Record<string, Effect.Effect<void, unknown, SqlClient.S
 /** A migration run's result: the migrations applied now. */
 export type MigrationRun = Effect.Effect<ReadonlyArray<readonly [number, string]>, Migrator.MigrationError | SqlError, SqlClient.SqlClient>
 
+/** The core migrations by name, in order (`core` runs them). */
+export const coreMigrations: Record<string, Effect.Effect<void, unknown, SqlClient.SqlClient>> = {
+  "0001_warp_jobs": core0001,
+  "0002_warp_policy_state": core0002,
+  "0003_warp_jobs_fifo": core0003,
+  "0004_warp_jobs_origin": core0004,
+  "0005_warp_counters_shards": core0005,
+  "0006_warp_cancel_workers": core0006,
+  "0007_warp_jobs_key_insight": core0007,
+  "0008_warp_workers_application_name": core0008,
+  "0009_warp_slot_audit": core0009,
+  "0010_warp_jobs_fair_share": core0010,
+  "0011_warp_jobs_drop_due": core0011,
+  "0012_warp_counters_from_logs": core0012
+}
+
 /**
  * Creates or upgrades the core tables (`warp_jobs`, `warp_job_logs`, `warp_counters`, `warp_counters_rolled`,
  * `warp_workers`, `warp_slot_audit`).
  */
-export const core: MigrationRun = run(
-  {
-    "0001_warp_jobs": core0001,
-    "0002_warp_policy_state": core0002,
-    "0003_warp_jobs_fifo": core0003,
-    "0004_warp_jobs_origin": core0004,
-    "0005_warp_counters_shards": core0005,
-    "0006_warp_cancel_workers": core0006,
-    "0007_warp_jobs_key_insight": core0007,
-    "0008_warp_workers_application_name": core0008,
-    "0009_warp_slot_audit": core0009,
-    "0010_warp_jobs_fair_share": core0010,
-    "0011_warp_jobs_drop_due": core0011,
-    "0012_warp_counters_from_logs": core0012
-  },
-  "warp_migrations"
-)
+export const core: MigrationRun = run(coreMigrations, "warp_migrations")
 
 /**
  * Creates or upgrades the concurrency addon's tables (`warp_concurrency_limits`, with `expires_at` from
