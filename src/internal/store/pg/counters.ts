@@ -11,16 +11,11 @@ import type { StoreError } from "../StoreError.js"
 import { fail } from "./shared.js"
 
 /**
- * The counted entries of the transactions `>= lo` and `< hi` (fragments), aggregated per counter key:
- * `key`, `n`. Each entry counts for its counter and for the per-type one (as in `warp_counter_totals`).
+ * The counted entries of the transactions `>= lo` and `< hi` (fragments), aggregated per counter key
+ * (`key`, `n`), read through `warp_counted_entries` as `warp_counter_totals` reads them.
  */
 const pending = (sql: SqlClient.SqlClient, lo: Statement.Fragment, hi: Statement.Fragment) => sql`
-    SELECT k.key, count(*)::bigint AS n
-    FROM warp_job_logs l
-    JOIN warp_jobs j ON j.id = l.job_id
-    CROSS JOIN LATERAL (VALUES (l.counter), (l.counter || ':' || j.type)) AS k(key)
-    WHERE l.counter IS NOT NULL AND l.xact >= ${lo} AND l.xact < ${hi}
-    GROUP BY k.key`
+    SELECT key, count(*)::bigint AS n FROM warp_counted_entries WHERE xact >= ${lo} AND xact < ${hi} GROUP BY key`
 
 /**
  * `JobStoreService.counters`: every counter, as the sum of its rolled-up rows and of the counted
