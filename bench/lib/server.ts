@@ -92,14 +92,16 @@ export interface DbCounters {
   readonly statements: number
 }
 
+/** A moment for backends that just exited to publish their statistics. */
+const published = () => new Promise((r) => setTimeout(r, 300))
+
 /**
  * Reads the counters of `url`'s database. PostgreSQL publishes a backend's counters when it goes
  * idle (at most once a second) or exits, so callers close their pools first, then call this.
  */
 export const readCounters = (url: string): Promise<DbCounters> =>
   withClient(url, async (c) => {
-    // let backends that just exited publish
-    await new Promise((r) => setTimeout(r, 300))
+    await published()
     // first: a statement is counted when it ends, so this read is not in its own count, and the three
     // below are in the next read's (taken out by `diffCounters`)
     const statements = await c
@@ -123,7 +125,7 @@ export const readCounters = (url: string): Promise<DbCounters> =>
 /** Row inserts, updates and deletes per table of `url`'s database (`pg_stat_user_tables`), for a breakdown of the writes. */
 export const readTableWrites = (url: string): Promise<Record<string, { ins: number; upd: number; del: number }>> =>
   withClient(url, async (c) => {
-    await new Promise((r) => setTimeout(r, 300))
+    await published()
     await c.query("SELECT pg_stat_clear_snapshot()")
     const t = await c.query(`SELECT relname, n_tup_ins::bigint AS i, n_tup_upd::bigint AS u, n_tup_del::bigint AS d FROM pg_stat_user_tables`)
     return Object.fromEntries(t.rows.map((r: any) => [String(r.relname), { ins: Number(r.i), upd: Number(r.u), del: Number(r.d) }]))
