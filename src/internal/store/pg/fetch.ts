@@ -5,6 +5,7 @@
  * tag order (see `JobStoreService.fetch`).
  */
 import type * as SqlClient from "@effect/sql/SqlClient"
+import type * as Statement from "@effect/sql/Statement"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import type { Job } from "../../job/Job.js"
@@ -13,6 +14,195 @@ import type { StoreError } from "../StoreError.js"
 import type { LimitsTable } from "./readsLimits.js"
 import { runPrepared } from "./prepared.js"
 import { fail, rowToJob } from "./shared.js"
+
+/** A claim as common table expressions (see {@link claimCtes}). */
+export interface ClaimCtes {
+  /** `fc` (the rows picked), `fu` (their update), `fl` (their audit entries), for a `WITH` list. */
+  readonly ctes: Statement.Fragment
+  /** The claimed rows (with the admin override of each one's key when the claim reads them), `FROM` what follows. */
+  readonly rows: Statement.Fragment
+}
+
+/**
+ * The claim of up to `limit` due rows for `workerId` with a lease of `lease`, honouring `hint`, as
+ * common table expressions that another statement may carry (the finalizing statement of an attempt
+ * on a held slot's connection does, see `./finalize.ts`); `excluding`: a row the carrying statement
+ * writes itself, never claimed by it (one statement cannot update a row twice).
+ */
+export const claimCtes = (
+  sql: SqlClient.SqlClient,
+  limitsTable: LimitsTable,
+  workerId: string,
+  limit: number,
+  lease: Duration.Duration,
+  hint: FetchHint,
+  excluding?: string
+): ClaimCtes => {
+  const withLimits = limitsTable !== "absent"
+  const due = sql`state IN ('Scheduled', 'Enqueued') AND schedule_time <= now()`
+  const key = sql`(metadata #>> '{policies,concurrency,value,key}')`
+  // the predicates of the partial indexes `warp_jobs_fifo` and `warp_jobs_due_unfair`, spelled alike
+  const liveFifo = sql`state IN ('Scheduled','Enqueued','Processing') AND (metadata #>> '{policies,concurrency,value,mode}') = 'Fifo'`
+  const plain = sql`((metadata #>> '{policies,concurrency,value,mode}') IS DISTINCT FROM 'Fifo' OR ${key} IS NULL)`
+  // a row's limit; one that is not a valid limit (hand-corrupted metadata) counts as 1, so that the
+  // row is claimed in turn and the worker fails it (a bad cast would fail every fetch)
+  const lim = sql`(metadata #>> '{policies,concurrency,value,limit}')`
+  const notContended =
+    hint.contended.length === 0
+      ? sql``
+      : sql` AND coalesce(${key} <> ALL(ARRAY(SELECT jsonb_array_elements_text(${JSON.stringify(hint.contended)}::jsonb))), TRUE)`
+  const rowLimit = sql`CASE WHEN ${lim} ~ '^[1-9][0-9]{0,9}$' THEN CASE WHEN ${lim}::bigint <= 2147483647 THEN ${lim}::int ELSE 1 END ELSE 1 END`
+  const claim =
+    hint.sameSlot !== undefined
+      ? // the fiber holds a slot of this key: only rows of exactly that policy, near the head, and never
+        // fair-share rows (chaining them under the slot would serve their key out of its turn)
+        // (candidates come from an uncorrelated sub-select over the head of `warp_jobs_due_unfair`,
+        // then are locked by primary key: a plan that stays linear even when the table's statistics
+        // are stale)
+        sql`
+        SELECT id, state AS prev_state FROM warp_jobs
+        WHERE id = ANY(ARRAY(
+            SELECT h.id FROM (
+              SELECT id, schedule_time, metadata FROM warp_jobs WHERE ${due} AND ${plain} AND fair_tag IS NULL ORDER BY schedule_time LIMIT ${hint.sameSlot.depth}
+            ) h
+            WHERE (h.metadata #>> '{policies,concurrency,value,key}') = ${hint.sameSlot.key}
+              AND (h.metadata #>> '{policies,concurrency,value,mode}') = 'Wait'
+              AND (h.metadata #>> '{policies,concurrency,value,limit}') = ${String(hint.sameSlot.limit)}
+            ORDER BY h.schedule_time
+            LIMIT ${limit + 15}))
+          AND state IN ('Scheduled', 'Enqueued') AND fair_tag IS NULL
+        ORDER BY schedule_time
+        LIMIT ${limit}
+        FOR UPDATE SKIP LOCKED`
+      : // index-ordered branches instead of one OR: expired leases, then the due rows of Fifo keys
+        // whose turn it is and the other due rows, merged by ScheduleTime. Each walks its partial
+        // index and stops at `limit`, where an OR scanned and sorted the table. Rows of keys the
+        // fiber just found full are left to other fibers (Fifo rows wait for their turn anyway).
+        //
+        // Fair share (rows with a `fair_tag`, see `JobStore.fairTagOf`): `fair` takes the due fair rows in
+        // tag order (`warp_jobs_fair_due`), `fair_at` the smallest ScheduleTimes of the due fair rows
+        // (`warp_jobs_fair_time`), and the k-th fair row by tag is merged at the k-th of those times. So
+        // the fair rows, as a class, compete with the other rows (which keep ScheduleTime order, `ready`
+        // walking `warp_jobs_due_unfair`) by the ScheduleTimes of the class's oldest due rows, and inside
+        // the class the order is by tag: another row is claimed once it is older than every due fair row
+        // left; on ties of time the other rows go first (see `JobStore.fairMerge`).
+        //
+        // Fifo: the distinct keys with live Fifo rows come from a loose scan of `warp_jobs_fifo` (one
+        // probe per key, however deep its backlog); per key, the first `limit` + running rows in line
+        // by (created_at, id) are read from the same index, and a due pending one is claimable when
+        // the rows Processing plus the pending rows ahead of it are fewer than its limit. Claims of
+        // one key are serialized by a transaction advisory lock on the key (two-int key space), taken
+        // only for the keys of the oldest `limit` candidates; rows are then locked as usual. One fetch
+        // claims at most one Fifo row — of the locked keys' first claimable rows, the one due first —
+        // and the worker runs it first (see `claimOrder`).
+        sql`
+        WITH RECURSIVE expired AS (
+          SELECT id, state AS prev_state FROM warp_jobs
+          WHERE state = 'Processing' AND lease_until < now()${excluding === undefined ? sql`` : sql` AND id <> ${excluding}`}
+          ORDER BY lease_until
+          LIMIT ${limit}
+          FOR UPDATE SKIP LOCKED
+        ), ready AS (
+          SELECT id, state AS prev_state, schedule_time FROM warp_jobs
+          WHERE ${due} AND ${plain} AND fair_tag IS NULL${notContended}
+          ORDER BY schedule_time
+          LIMIT ${limit}
+          FOR UPDATE SKIP LOCKED
+        ), fair AS (
+          SELECT id, state AS prev_state, fair_tag FROM warp_jobs
+          WHERE ${due} AND fair_tag IS NOT NULL${notContended}
+          ORDER BY fair_tag, id
+          LIMIT ${limit}
+          FOR UPDATE SKIP LOCKED
+        ), fair_at AS (
+          SELECT t.schedule_time, row_number() OVER (ORDER BY t.schedule_time) AS rn FROM (
+            SELECT schedule_time FROM warp_jobs
+            WHERE ${due} AND fair_tag IS NOT NULL${notContended}
+            ORDER BY schedule_time
+            LIMIT ${limit}
+          ) t
+        ), fair_merged AS (
+          SELECT f.id, f.prev_state, a.schedule_time
+          FROM (SELECT id, prev_state, row_number() OVER (ORDER BY fair_tag, id) AS rn FROM fair) f
+          JOIN fair_at a USING (rn)
+        ), fifo_keys(k) AS (
+          (SELECT ${key} FROM warp_jobs WHERE ${liveFifo} ORDER BY ${key} LIMIT 1)
+          UNION ALL
+          SELECT (SELECT ${key} FROM warp_jobs WHERE ${liveFifo} AND ${key} > f.k ORDER BY ${key} LIMIT 1)
+          FROM fifo_keys f WHERE f.k IS NOT NULL
+        ), fifo_heads AS (
+          SELECT h.id, f.k, h.schedule_time, h.created_at FROM fifo_keys f
+          CROSS JOIN LATERAL (
+            SELECT count(*)::int AS n FROM warp_jobs WHERE ${liveFifo} AND ${key} = f.k AND state = 'Processing'
+          ) r
+          CROSS JOIN LATERAL (
+            SELECT x.id, x.state, x.schedule_time, x.created_at, x.lim,
+                   count(*) FILTER (WHERE x.state <> 'Processing')
+                     OVER (ORDER BY x.created_at, x.id ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS ahead
+            FROM (
+              SELECT id, state, schedule_time, created_at, ${rowLimit} AS lim
+              FROM warp_jobs
+              WHERE ${liveFifo} AND ${key} = f.k AND (state = 'Processing' OR attempt > 0 OR schedule_time <= now())
+              ORDER BY created_at, id
+              LIMIT ${limit} + r.n
+            ) x
+          ) h
+          WHERE f.k IS NOT NULL AND h.state <> 'Processing' AND h.schedule_time <= now() AND h.ahead + r.n < h.lim
+        ), fifo_picked AS MATERIALIZED (
+          SELECT c.k FROM (
+            SELECT t.k, min(t.schedule_time) AS first FROM (
+              SELECT k, schedule_time FROM fifo_heads ORDER BY schedule_time LIMIT ${limit}
+            ) t GROUP BY t.k
+          ) c
+          WHERE pg_try_advisory_xact_lock(
+            ('x' || substr(md5('warp:fifo:' || c.k), 1, 8))::bit(32)::int,
+            ('x' || substr(md5('warp:fifo:' || c.k), 9, 8))::bit(32)::int)
+        ), fifo AS (
+          SELECT id, state AS prev_state, schedule_time FROM warp_jobs
+          WHERE id = ANY(ARRAY(
+              SELECT DISTINCT ON (k) id FROM fifo_heads WHERE k IN (SELECT k FROM fifo_picked) ORDER BY k, created_at, id))
+            AND ${due}
+          ORDER BY schedule_time
+          LIMIT 1
+          FOR UPDATE SKIP LOCKED
+        )
+        (SELECT id, prev_state FROM expired)
+        UNION ALL
+        (SELECT id, prev_state FROM (
+            (SELECT id, prev_state, schedule_time, 0 AS b FROM fifo)
+            UNION ALL (SELECT id, prev_state, schedule_time, 0 AS b FROM ready)
+            UNION ALL (SELECT id, prev_state, schedule_time, 1 AS b FROM fair_merged)
+            ORDER BY schedule_time, b LIMIT ${limit}) m)
+        LIMIT ${limit}`
+  return {
+    ctes: sql`fc AS (${claim}
+      ), fu AS (
+        UPDATE warp_jobs j
+        SET state = 'Processing', attempt = j.attempt + 1, locked_by = ${workerId},
+            lease_until = now() + ${Duration.toMillis(lease)} * interval '1 millisecond', updated_at = now()
+        FROM fc WHERE j.id = fc.id
+        RETURNING j.*, fc.prev_state
+      ), fl AS (
+        INSERT INTO warp_job_logs (job_id, kind, message)
+        SELECT id,
+               CASE WHEN prev_state = 'Processing' THEN 'Recovered' ELSE 'Processing' END,
+               CASE WHEN prev_state = 'Processing' THEN 'Lease expired; attempt ' || attempt || ' claimed by ' || locked_by
+                    ELSE 'Attempt ' || attempt || ' claimed by ' || locked_by END
+        FROM fu
+      )`,
+    rows: sql`(SELECT fu.*${
+        withLimits
+          ? sql`, a.key AS admin_key, (SELECT slots FROM warp_concurrency_limits WHERE key = a.key${
+              limitsTable === "expiring" ? sql` AND (expires_at IS NULL OR expires_at > now())` : sql``
+            }) AS admin_slots`
+          : sql``
+      }
+      FROM fu${withLimits ? sql` CROSS JOIN LATERAL (SELECT ${sql`(fu.metadata #>> '{policies,concurrency,value,key}')`} AS key) a` : sql``})`
+  }
+}
+
+/** Claimed rows as jobs, in the order a worker runs them. */
+export const claimedJobs = (rows: ReadonlyArray<unknown>): Array<Job> => claimOrder(rows.map(rowToJob))
 
 /**
  * `JobStoreService.fetch`: claims up to `limit` due rows for `workerId` with a lease of `lease`,
@@ -28,168 +218,9 @@ export const fetch = (
   prepared = true
 ): Effect.Effect<ReadonlyArray<Job>, StoreError> =>
   Effect.flatMap(readsLimits, (limitsTable) => {
-    const withLimits = limitsTable !== "absent"
-    const due = sql`state IN ('Scheduled', 'Enqueued') AND schedule_time <= now()`
-    const key = sql`(metadata #>> '{policies,concurrency,value,key}')`
-    // the predicates of the partial indexes `warp_jobs_fifo` and `warp_jobs_due_unfair`, spelled alike
-    const liveFifo = sql`state IN ('Scheduled','Enqueued','Processing') AND (metadata #>> '{policies,concurrency,value,mode}') = 'Fifo'`
-    const plain = sql`((metadata #>> '{policies,concurrency,value,mode}') IS DISTINCT FROM 'Fifo' OR ${key} IS NULL)`
-    // a row's limit; one that is not a valid limit (hand-corrupted metadata) counts as 1, so that the
-    // row is claimed in turn and the worker fails it (a bad cast would fail every fetch)
-    const lim = sql`(metadata #>> '{policies,concurrency,value,limit}')`
-    const notContended =
-      hint.contended.length === 0
-        ? sql``
-        : sql` AND coalesce(${key} <> ALL(ARRAY(SELECT jsonb_array_elements_text(${JSON.stringify(hint.contended)}::jsonb))), TRUE)`
-    const rowLimit = sql`CASE WHEN ${lim} ~ '^[1-9][0-9]{0,9}$' THEN CASE WHEN ${lim}::bigint <= 2147483647 THEN ${lim}::int ELSE 1 END ELSE 1 END`
-    const claim =
-      hint.sameSlot !== undefined
-        ? // the fiber holds a slot of this key: only rows of exactly that policy, near the head, and never
-          // fair-share rows (chaining them under the slot would serve their key out of its turn)
-          // (candidates come from an uncorrelated sub-select over the head of `warp_jobs_due_unfair`,
-          // then are locked by primary key: a plan that stays linear even when the table's statistics
-          // are stale)
-          sql`
-          SELECT id, state AS prev_state FROM warp_jobs
-          WHERE id = ANY(ARRAY(
-              SELECT h.id FROM (
-                SELECT id, schedule_time, metadata FROM warp_jobs WHERE ${due} AND ${plain} AND fair_tag IS NULL ORDER BY schedule_time LIMIT ${hint.sameSlot.depth}
-              ) h
-              WHERE (h.metadata #>> '{policies,concurrency,value,key}') = ${hint.sameSlot.key}
-                AND (h.metadata #>> '{policies,concurrency,value,mode}') = 'Wait'
-                AND (h.metadata #>> '{policies,concurrency,value,limit}') = ${String(hint.sameSlot.limit)}
-              ORDER BY h.schedule_time
-              LIMIT ${limit + 15}))
-            AND state IN ('Scheduled', 'Enqueued') AND fair_tag IS NULL
-          ORDER BY schedule_time
-          LIMIT ${limit}
-          FOR UPDATE SKIP LOCKED`
-        : // index-ordered branches instead of one OR: expired leases, then the due rows of Fifo keys
-          // whose turn it is and the other due rows, merged by ScheduleTime. Each walks its partial
-          // index and stops at `limit`, where an OR scanned and sorted the table. Rows of keys the
-          // fiber just found full are left to other fibers (Fifo rows wait for their turn anyway).
-          //
-          // Fair share (rows with a `fair_tag`, see `JobStore.fairTagOf`): `fair` takes the due fair rows in
-          // tag order (`warp_jobs_fair_due`), `fair_at` the smallest ScheduleTimes of the due fair rows
-          // (`warp_jobs_fair_time`), and the k-th fair row by tag is merged at the k-th of those times. So
-          // the fair rows, as a class, compete with the other rows (which keep ScheduleTime order, `ready`
-          // walking `warp_jobs_due_unfair`) by the ScheduleTimes of the class's oldest due rows, and inside
-          // the class the order is by tag: another row is claimed once it is older than every due fair row
-          // left; on ties of time the other rows go first (see `JobStore.fairMerge`).
-          //
-          // Fifo: the distinct keys with live Fifo rows come from a loose scan of `warp_jobs_fifo` (one
-          // probe per key, however deep its backlog); per key, the first `limit` + running rows in line
-          // by (created_at, id) are read from the same index, and a due pending one is claimable when
-          // the rows Processing plus the pending rows ahead of it are fewer than its limit. Claims of
-          // one key are serialized by a transaction advisory lock on the key (two-int key space), taken
-          // only for the keys of the oldest `limit` candidates; rows are then locked as usual. One fetch
-          // claims at most one Fifo row — of the locked keys' first claimable rows, the one due first —
-          // and the worker runs it first (see `claimOrder`).
-          sql`
-          WITH RECURSIVE expired AS (
-            SELECT id, state AS prev_state FROM warp_jobs
-            WHERE state = 'Processing' AND lease_until < now()
-            ORDER BY lease_until
-            LIMIT ${limit}
-            FOR UPDATE SKIP LOCKED
-          ), ready AS (
-            SELECT id, state AS prev_state, schedule_time FROM warp_jobs
-            WHERE ${due} AND ${plain} AND fair_tag IS NULL${notContended}
-            ORDER BY schedule_time
-            LIMIT ${limit}
-            FOR UPDATE SKIP LOCKED
-          ), fair AS (
-            SELECT id, state AS prev_state, fair_tag FROM warp_jobs
-            WHERE ${due} AND fair_tag IS NOT NULL${notContended}
-            ORDER BY fair_tag, id
-            LIMIT ${limit}
-            FOR UPDATE SKIP LOCKED
-          ), fair_at AS (
-            SELECT t.schedule_time, row_number() OVER (ORDER BY t.schedule_time) AS rn FROM (
-              SELECT schedule_time FROM warp_jobs
-              WHERE ${due} AND fair_tag IS NOT NULL${notContended}
-              ORDER BY schedule_time
-              LIMIT ${limit}
-            ) t
-          ), fair_merged AS (
-            SELECT f.id, f.prev_state, a.schedule_time
-            FROM (SELECT id, prev_state, row_number() OVER (ORDER BY fair_tag, id) AS rn FROM fair) f
-            JOIN fair_at a USING (rn)
-          ), fifo_keys(k) AS (
-            (SELECT ${key} FROM warp_jobs WHERE ${liveFifo} ORDER BY ${key} LIMIT 1)
-            UNION ALL
-            SELECT (SELECT ${key} FROM warp_jobs WHERE ${liveFifo} AND ${key} > f.k ORDER BY ${key} LIMIT 1)
-            FROM fifo_keys f WHERE f.k IS NOT NULL
-          ), fifo_heads AS (
-            SELECT h.id, f.k, h.schedule_time, h.created_at FROM fifo_keys f
-            CROSS JOIN LATERAL (
-              SELECT count(*)::int AS n FROM warp_jobs WHERE ${liveFifo} AND ${key} = f.k AND state = 'Processing'
-            ) r
-            CROSS JOIN LATERAL (
-              SELECT x.id, x.state, x.schedule_time, x.created_at, x.lim,
-                     count(*) FILTER (WHERE x.state <> 'Processing')
-                       OVER (ORDER BY x.created_at, x.id ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS ahead
-              FROM (
-                SELECT id, state, schedule_time, created_at, ${rowLimit} AS lim
-                FROM warp_jobs
-                WHERE ${liveFifo} AND ${key} = f.k AND (state = 'Processing' OR attempt > 0 OR schedule_time <= now())
-                ORDER BY created_at, id
-                LIMIT ${limit} + r.n
-              ) x
-            ) h
-            WHERE f.k IS NOT NULL AND h.state <> 'Processing' AND h.schedule_time <= now() AND h.ahead + r.n < h.lim
-          ), fifo_picked AS MATERIALIZED (
-            SELECT c.k FROM (
-              SELECT t.k, min(t.schedule_time) AS first FROM (
-                SELECT k, schedule_time FROM fifo_heads ORDER BY schedule_time LIMIT ${limit}
-              ) t GROUP BY t.k
-            ) c
-            WHERE pg_try_advisory_xact_lock(
-              ('x' || substr(md5('warp:fifo:' || c.k), 1, 8))::bit(32)::int,
-              ('x' || substr(md5('warp:fifo:' || c.k), 9, 8))::bit(32)::int)
-          ), fifo AS (
-            SELECT id, state AS prev_state, schedule_time FROM warp_jobs
-            WHERE id = ANY(ARRAY(
-                SELECT DISTINCT ON (k) id FROM fifo_heads WHERE k IN (SELECT k FROM fifo_picked) ORDER BY k, created_at, id))
-              AND ${due}
-            ORDER BY schedule_time
-            LIMIT 1
-            FOR UPDATE SKIP LOCKED
-          )
-          (SELECT id, prev_state FROM expired)
-          UNION ALL
-          (SELECT id, prev_state FROM (
-              (SELECT id, prev_state, schedule_time, 0 AS b FROM fifo)
-              UNION ALL (SELECT id, prev_state, schedule_time, 0 AS b FROM ready)
-              UNION ALL (SELECT id, prev_state, schedule_time, 1 AS b FROM fair_merged)
-              ORDER BY schedule_time, b LIMIT ${limit}) m)
-          LIMIT ${limit}`
-    return runPrepared(sql, sql`
-        WITH c AS (${claim}
-        ), u AS (
-          UPDATE warp_jobs j
-          SET state = 'Processing', attempt = j.attempt + 1, locked_by = ${workerId},
-              lease_until = now() + ${Duration.toMillis(lease)} * interval '1 millisecond', updated_at = now()
-          FROM c WHERE j.id = c.id
-          RETURNING j.*, c.prev_state
-        ), l AS (
-          INSERT INTO warp_job_logs (job_id, kind, message)
-          SELECT id,
-                 CASE WHEN prev_state = 'Processing' THEN 'Recovered' ELSE 'Processing' END,
-                 CASE WHEN prev_state = 'Processing' THEN 'Lease expired; attempt ' || attempt || ' claimed by ' || locked_by
-                      ELSE 'Attempt ' || attempt || ' claimed by ' || locked_by END
-          FROM u
-        )
-        SELECT u.*${
-          withLimits
-            ? sql`, a.key AS admin_key, (SELECT slots FROM warp_concurrency_limits WHERE key = a.key${
-                limitsTable === "expiring" ? sql` AND (expires_at IS NULL OR expires_at > now())` : sql``
-              }) AS admin_slots`
-            : sql``
-        }
-        FROM u${withLimits ? sql` CROSS JOIN LATERAL (SELECT ${sql`(u.metadata #>> '{policies,concurrency,value,key}')`} AS key) a` : sql``}
-        ORDER BY schedule_time, id`, prepared)
+    const { ctes, rows } = claimCtes(sql, limitsTable, workerId, limit, lease, hint)
+    return runPrepared(sql, sql`WITH ${ctes} SELECT * FROM ${rows} k ORDER BY schedule_time, id`, prepared)
   }).pipe(
-    Effect.map((rows) => claimOrder(rows.map(rowToJob))),
+    Effect.map(claimedJobs),
     Effect.mapError(fail("fetch"))
   )
