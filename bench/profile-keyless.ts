@@ -71,6 +71,7 @@ let counting = false
 /** A statement's class: its first words, whitespace collapsed, literal numbers out. */
 const classOf = (text: string): string => {
   const t = text.replace(/\s+/g, " ").trim()
+  if (t.includes("SET state = 'Processing'") && t.includes("UPDATE warp_jobs SET state = $1, metadata")) return "finalize (finalize.ts) + fused release + next claim"
   if (t.includes("SET state = 'Processing'")) return "claim (fetch.ts)"
   if (t.includes("pg_try_advisory_lock")) return `slot scan: ${t.slice(0, 60)}`
   if (t.includes("UPDATE warp_jobs SET state = $1, metadata")) return `finalize (finalize.ts)${t.includes("released") ? " + fused release" : ""}`
