@@ -16,6 +16,15 @@ import * as error from "./internal/store/StoreError.js"
 export type Finalize = internal.Finalize
 
 /**
+ * A claim a finalizing write may carry (`Finalize.claim`): the next rows of the writing lane, claimed
+ * in the same statement by a store that can (the PostgreSQL store, on a held slot's connection).
+ *
+ * @since 0.3.0
+ * @category models
+ */
+export type CarriedClaim = internal.CarriedClaim
+
+/**
  * What a worker tells `fetch` about keys it saw full (so the store can skip them).
  *
  * @since 0.2.0

@@ -119,7 +119,7 @@ describe("PostgreSQL counters", () => {
         sql.withTransaction(
           Effect.gen(function* () {
             // the single finalizing statement, on the transaction's connection (the store's batcher writes from its own fiber)
-            expect(yield* finalize(sql, { job: a!, workerId: "w1", outcome: Outcome.Succeeded(), metadata: {} })).toBe(true)
+            expect(yield* finalize(sql, Effect.succeed("absent" as const), { job: a!, workerId: "w1", outcome: Outcome.Succeeded(), metadata: {} })).toBe(true)
             yield* inTx.open
             yield* release.await
           })

@@ -1,5 +1,6 @@
 import { describe, expect, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
 import * as Metric from "effect/Metric"
 import * as Schema from "effect/Schema"
 import { gateTotal } from "../src/internal/concurrency/ConcurrencyBehavior.js"
@@ -19,6 +20,32 @@ const acquired = (family: string) =>
   Metric.value(Metric.tagged(Metric.tagged(gateTotal, "result", "Acquired"), "key_family", family)).pipe(Effect.map((s) => s.count))
 
 describe("Worker on PostgreSQL: slot reuse, contended keys, batches", () => {
+  it.live("keyed jobs, one claim per attempt (maxBatch 1): each attempt's finalizing write claims the next, so the lane runs no claim of its own", () => {
+    let fetches = 0
+    const runs = new Map<number, number>()
+    const handler = Handler.job(Work, ({ i }) => Effect.sync(() => runs.set(i, (runs.get(i) ?? 0) + 1)))
+    // the store with its `fetch` calls counted (the claims a lane runs on its own)
+    const counted = Layer.effect(
+      JobStore,
+      Effect.map(JobStore, (store): JobStore["Type"] => ({ ...store, fetch: (...args) => Effect.tap(store.fetch(...args), () => void fetches++) }))
+    )
+    return Effect.gen(function* () {
+      const p = yield* Publisher.Publisher
+      const ids = yield* Effect.forEach(Array.from({ length: 30 }, (_, i) => i), (i) =>
+        p.enqueue(Work, { key: `carry:${i}`, i }, JobParameters.make().withSemaphore(`carry:${i}`, 1, "Wait")))
+      yield* Effect.scoped(
+        Effect.zipRight(Worker.make({ addons: [Concurrency.addon], concurrency: 1, maxBatch: 1, pollInterval: "20 millis" }), drained(60_000))
+      )
+      for (let i = 0; i < 30; i++) expect(runs.get(i)).toBe(1)
+      for (const id of ids) {
+        const d = yield* detail(id)
+        expect([d.job.state, d.job.attempt]).toEqual(["Succeeded", 1])
+      }
+      // without the carried claim: 30 claims or more (one per attempt, then the polls of an idle lane)
+      expect(fetches).toBeLessThan(10)
+    }).pipe(Effect.provide(Layer.provideMerge(counted, env([handler]))))
+  })
+
   for (const reuse of [true, false]) {
     it.live(`Mutex Wait on one key, slot reuse ${reuse ? "on" : "off"}: one holder at a time, every job once${reuse ? ", fewer gate passes than jobs" : ", one gate pass per job"}`, () => {
       const holders = new HolderCounter()

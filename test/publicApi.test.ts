@@ -119,7 +119,7 @@ const EXPECTED = {
     "JobMetadata", "JobMetadata.JobMetadata", "JobMetadata.PolicyEntries", "JobMetadata.Source", "JobMetadata.decode", "JobMetadata.encode",
     "JobParameters",
     "JobState",
-    "JobStore", "JobStore.CancelRequest", "JobStore.CancelResult", "JobStore.FetchHint", "JobStore.Finalize", "JobStore.JobFilter", "JobStore.JobPage", "JobStore.JobStore", "JobStore.JobStoreService", "JobStore.OperateResult", "JobStore.OperatorAction", "JobStore.ReportedJob", "JobStore.SlotAuditFinding", "JobStore.StoreError", "JobStore.WorkerInfo", "JobStore.WorkerReport", "JobStore.cancelText", "JobStore.operatorCause", "JobStore.replacedCause",
+    "JobStore", "JobStore.CancelRequest", "JobStore.CancelResult", "JobStore.CarriedClaim", "JobStore.FetchHint", "JobStore.Finalize", "JobStore.JobFilter", "JobStore.JobPage", "JobStore.JobStore", "JobStore.JobStoreService", "JobStore.OperateResult", "JobStore.OperatorAction", "JobStore.ReportedJob", "JobStore.SlotAuditFinding", "JobStore.StoreError", "JobStore.WorkerInfo", "JobStore.WorkerReport", "JobStore.cancelText", "JobStore.operatorCause", "JobStore.replacedCause",
     "JobStoreMemory", "JobStoreMemory.layer", "JobStoreMemory.make",
     "JobStorePg", "JobStorePg.PgStoreOptions", "JobStorePg.layer", "JobStorePg.layerWith", "JobStorePg.layerWithoutMigrations", "JobStorePg.make", "JobStorePg.makeWith",
     "LogKind",

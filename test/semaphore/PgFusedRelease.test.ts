@@ -151,4 +151,57 @@ describe("PostgreSQL: the slot's release inside the finalizing statement", () =>
       // a row that carries no key: the gate asks the manager
       expect(got.get(ids[2]!)?.adminLimit).toBeUndefined()
     }).pipe(Effect.scoped))
+
+  /** Enqueued rows due long ago (ahead of every other test's rows), by id. */
+  const oldRows = (store: JobStore["Type"], label: string, n: number) =>
+    Effect.gen(function* () {
+      const ids = Array.from({ length: n }, (_, i) => `carried-${label}-${Math.random().toString(36).slice(2)}-${i}`)
+      yield* store.insert(ids.map((id, i) => ({ id, type: "T", handler: null, payload: {}, state: "Enqueued", scheduleTime: new Date(1_000 + i), metadata: {} }) as const))
+      return ids
+    })
+
+  it.live("the statement that frees the slot also claims the lane's next rows when the worker asks", () =>
+    Effect.gen(function* () {
+      const { job, name, scope, slot, store } = yield* claimAndHold(true, "carry")
+      const next = yield* oldRows(store, "carry", 2)
+      let got: ReadonlyArray<{ id: string; attempt: number; state: string }> | undefined
+      const claim = { limit: 2, lease, hint: { contended: [] }, claimed: (jobs: ReadonlyArray<any>) => void (got = jobs) }
+      expect(yield* store.finalize({ job, workerId: "w1", outcome: Outcome.Succeeded(), metadata: {}, release: fusedRelease(slot), claim })).toBe(true)
+      expect(got?.map((j) => j.id)).toEqual(next)
+      for (const id of next) {
+        const d = Option.getOrThrow(yield* store.get(id))
+        expect([d.job.state, d.job.attempt, d.job.lockedBy]).toEqual(["Processing", 1, "w1"])
+        expect(d.logs.map((l) => l.message)).toContain("Attempt 1 claimed by w1")
+      }
+      expect(yield* held(name)).toBe(false)
+      expect(Option.getOrThrow(yield* store.get(job.id)).job.state).toBe("Succeeded")
+      yield* Scope.close(scope, Exit.void)
+    }).pipe(Effect.scoped))
+
+  it.live("the carried claim never takes the row its statement writes, even when that row's lease has run out", () =>
+    Effect.gen(function* () {
+      const { job, scope, slot, store } = yield* claimAndHold(true, "expired")
+      yield* sqlOf(`UPDATE warp_jobs SET lease_until = now() - interval '1 minute' WHERE id = $1`, [job.id])
+      const next = yield* oldRows(store, "expired", 1)
+      let got: ReadonlyArray<{ id: string }> = []
+      const claim = { limit: 50, lease, hint: { contended: [] }, claimed: (jobs: ReadonlyArray<any>) => void (got = jobs) }
+      expect(yield* store.finalize({ job, workerId: "w1", outcome: Outcome.Succeeded(), metadata: {}, release: fusedRelease(slot), claim })).toBe(true)
+      expect(got.map((j) => j.id)).toContain(next[0])
+      expect(got.map((j) => j.id)).not.toContain(job.id)
+      const d = Option.getOrThrow(yield* store.get(job.id))
+      expect([d.job.state, d.job.attempt]).toEqual(["Succeeded", 1])
+      yield* Scope.close(scope, Exit.void)
+    }).pipe(Effect.scoped))
+
+  it.live("a write that is not fused carries no claim: the lane claims on its own", () =>
+    Effect.gen(function* () {
+      const { job, scope, slot, store } = yield* claimAndHold(false, "unfused")
+      const next = yield* oldRows(store, "unfused", 1)
+      let called = false
+      const claim = { limit: 2, lease, hint: { contended: [] }, claimed: () => void (called = true) }
+      expect(yield* store.finalize({ job, workerId: "w1", outcome: Outcome.Succeeded(), metadata: {}, release: fusedRelease(slot), claim })).toBe(true)
+      expect(called).toBe(false)
+      expect(Option.getOrThrow(yield* store.get(next[0]!)).job.state).toBe("Enqueued")
+      yield* Scope.close(scope, Exit.void)
+    }).pipe(Effect.scoped))
 })

@@ -39,6 +39,27 @@ export interface Finalize {
    * A store that ignores it stays correct: the slot is then released by the attempt's scope.
    */
   readonly release?: FusedRelease | undefined
+  /**
+   * The writing lane's next claim, which a store may run inside this write when the write runs on the
+   * held slot's connection (`release`): one statement then finalizes the attempt, frees its slot and
+   * claims the lane's next rows. A store that ignores it stays correct: the lane claims on its own.
+   */
+  readonly claim?: CarriedClaim | undefined
+}
+
+/**
+ * A claim carried by a finalizing write (see {@link Finalize.claim}): the arguments of
+ * {@link JobStoreService.fetch}, and where its rows go.
+ */
+export interface CarriedClaim {
+  readonly limit: number
+  readonly lease: Duration.Duration
+  readonly hint: FetchHint
+  /**
+   * Receives the rows the write claimed, in the order a worker runs them, as soon as its statement has
+   * answered — only when the store ran the claim (none claimed: an empty list).
+   */
+  readonly claimed: (jobs: ReadonlyArray<Job>) => void
 }
 
 /**

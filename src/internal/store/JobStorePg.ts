@@ -77,7 +77,7 @@ export const makeWith = (options: PgStoreOptions = {}) => Effect.gen(function* (
   const prepared = options.preparedStatements !== false
 
   const readsLimits = yield* ReadsLimits.readsLimits(sql)
-  const finalize = yield* makeBatchedFinalize(sql, prepared)
+  const finalize = yield* makeBatchedFinalize(sql, readsLimits, prepared)
   const batchedInsert = yield* makeBatchedInsert(sql)
   // the first fold one interval after the store starts, then one per interval
   const every = options.counterRollUp ?? "2 seconds"

@@ -16,7 +16,7 @@ import type { Job } from "../job/Job.js"
 import { type Outcome, stateOf } from "../job/Outcome.js"
 import * as Telemetry from "../observability/Telemetry.js"
 import type { FusedRelease } from "../semaphore/SemaphoreProviderPg.js"
-import type { JobStoreService } from "../store/JobStore.js"
+import type { CarriedClaim, FetchHint, JobStoreService } from "../store/JobStore.js"
 import * as StoreHealth from "./StoreHealth.js"
 import { storeRetry, type WorkerState } from "./WorkerState.js"
 
@@ -33,7 +33,19 @@ export interface Finalizer {
    * slot in the same statement (first try only: a write retried after that leaves the slot to the scope).
    * Uninterruptible.
    */
-  readonly finalize: (job: Job, outcome: Outcome, metadata: unknown, release?: FusedRelease) => Effect.Effect<void>
+  readonly finalize: (job: Job, outcome: Outcome, metadata: unknown, release?: FusedRelease, next?: NextClaim) => Effect.Effect<void>
+}
+
+/**
+ * The lane's next claim, offered to a finalizing write that frees a slot (`release`): the store may run
+ * it in the same statement (see `JobStore.Finalize.claim`), first try only. `claimed` gets the rows and
+ * when the statement was sent (their lease counts from then); it is not called when the store did not
+ * run the claim.
+ */
+export interface NextClaim {
+  readonly limit: number
+  readonly hint: FetchHint
+  readonly claimed: (jobs: ReadonlyArray<Job>, sentAt: number) => void
 }
 
 /** The finalizer of a worker over `store`. */
@@ -70,23 +82,41 @@ export const make = (store: JobStoreService, state: WorkerState): Finalizer => {
       yield* store.appendLog(job.id, "Recovered", text).pipe(Effect.retry({ schedule: storeRetry, times: 20 }), Effect.ignore)
     })
 
-  const finalize = (job: Job, outcome: Outcome, metadata: unknown, release?: FusedRelease) =>
+  const finalize = (job: Job, outcome: Outcome, metadata: unknown, release?: FusedRelease, next?: NextClaim) =>
     Effect.gen(function* () {
       let failedAt: number | undefined
       let delay = 50
       let rejected = 0
       let fused = release
+      // rows the write claimed for the lane (see `NextClaim`), shown on the attempt's span
+      let carried: number | undefined
       while (true) {
         // taken before the call: a return of the store seen meanwhile by any call ends the back-off
         const returned = health.nextReturn()
+        // the lane's next claim rides on the first try of a write on the slot's connection (not once the
+        // worker is stopping: its rows would only go back to the queue)
+        let claim: CarriedClaim | undefined
+        if (fused !== undefined && next !== undefined && !(yield* Deferred.isDone(stopping))) {
+          const sent = yield* Clock.currentTimeMillis
+          claim = {
+            limit: next.limit,
+            lease: state.config.lease,
+            hint: next.hint,
+            claimed: (jobs) => {
+              carried = jobs.length
+              next.claimed(jobs, sent)
+            }
+          }
+        }
         const result = yield* Effect.either(
-          health.observe(store.finalize({ job, workerId: state.config.workerId, outcome, metadata, handlerRan: ran.has(job.id), release: fused }))
+          health.observe(store.finalize({ job, workerId: state.config.workerId, outcome, metadata, handlerRan: ran.has(job.id), release: fused, claim }))
         )
         fused = undefined
         const now = yield* Clock.currentTimeMillis
         if (result._tag === "Right") {
           if (failedAt !== undefined) yield* Metric.incrementBy(StoreHealth.finalizesPending, -1)
           ran.delete(job.id)
+          if (carried !== undefined) yield* Effect.annotateCurrentSpan(Telemetry.attributes.claimed, carried)
           if (result.right) {
             yield* Effect.annotateCurrentSpan(Telemetry.attributes.outcome, outcome._tag)
             yield* Metric.increment(Telemetry.attemptsOf(job.type, rowConcurrency(job)?.key, outcome._tag))

@@ -2,7 +2,10 @@
  * A worker lane: a fiber that claims due jobs and runs their attempts one after another. It claims
  * 1 row at first and doubles (up to `maxBatch`) while full batches of quick jobs run uncontended, and
  * it skips, for a while that doubles, the Wait-mode keys it just found full (the fetch hint), so it
- * does not spin on a key while the holders run.
+ * does not spin on a key while the holders run. The last attempt of a batch offers the lane's next
+ * claim to its finalizing write: one that frees a slot on the slot's connection claims the next batch in
+ * the same statement (the built-in PostgreSQL store does), so a keyed job costs no claim statement of
+ * its own.
  *
  * @since 0.3.0
  */
@@ -14,7 +17,7 @@ import type { Job } from "../job/Job.js"
 import { Outcome } from "../job/Outcome.js"
 import * as Telemetry from "../observability/Telemetry.js"
 import type { FetchHint, JobStoreService } from "../store/JobStore.js"
-import { type Finalizer, rowConcurrency } from "./Finalize.js"
+import { type Finalizer, type NextClaim, rowConcurrency } from "./Finalize.js"
 import type { AttemptRunner, FiberState } from "./RunAttempt.js"
 import type { WorkerState } from "./WorkerState.js"
 
@@ -72,19 +75,45 @@ export const lane = (options: LaneOptions): Effect.Effect<void> =>
     const skipping = new Map<string, { until: number; ms: number }>()
     const fiber: FiberState = { later: [], reuseSkip: 0, reuseMisses: 0 }
     const later = fiber.later
+    // the size of the next claim, and of the claim that brought the rows running now
     let batch = 1
+    let asked = 1
+    /** The next claim's size after a batch of `fetched` rows asked as `asked`: doubles while batches come back full, run smoothly and quickly. */
+    const grown = (fetched: number, smooth: boolean, handlersMs: number) =>
+      smooth && handlersMs < BATCH_QUICK_MS * fetched && fetched === asked ? Math.min(config.maxBatch, asked * 2) : 1
+    /** The keys to leave to other lanes now (all but `except`, the key of the job about to take a slot). */
+    const contendedAt = (now: number, except?: string): FetchHint => {
+      const contended: Array<string> = []
+      for (const [key, s] of skipping) {
+        if (s.until > now) {
+          if (key !== except) contended.push(key)
+        } else if (now - s.until > maxSkipMs) skipping.delete(key)
+      }
+      return { contended: contended.slice(-MAX_CONTENDED_KEYS) }
+    }
+    // the rows claimed by the last finalizing write of a batch (see `Finalize.NextClaim`): the next
+    // batch, claimed without a statement of its own; an empty list: that claim found nothing due
+    let carried: Array<Job> | undefined
+    const claimed: NextClaim["claimed"] = (jobs, sentAt) => {
+      for (const job of jobs) {
+        state.inFlight.add(job.id)
+        state.leaseUntil.set(job.id, sentAt + config.leaseMs)
+      }
+      carried = [...jobs]
+    }
+    let carriedAsked = 1
     return Effect.gen(function* () {
       while (!(yield* Deferred.isDone(state.stopping))) {
         let jobs: Array<Job> = later.splice(0)
         let fetched = 0
-        if (jobs.length === 0) {
-          const now = yield* Clock.currentTimeMillis
-          const contended: Array<string> = []
-          for (const [key, s] of skipping) {
-            if (s.until > now) contended.push(key)
-            else if (now - s.until > maxSkipMs) skipping.delete(key)
-          }
-          jobs = [...(yield* options.claim(batch, { contended: contended.slice(-MAX_CONTENDED_KEYS) }))]
+        if (jobs.length === 0 && carried !== undefined) {
+          jobs = carried
+          fetched = jobs.length
+          asked = carriedAsked
+          carried = undefined
+        } else if (jobs.length === 0) {
+          asked = batch
+          jobs = [...(yield* options.claim(batch, contendedAt(yield* Clock.currentTimeMillis)))]
           fetched = jobs.length
           for (const job of jobs) state.inFlight.add(job.id)
         }
@@ -106,7 +135,14 @@ export const lane = (options: LaneOptions): Effect.Effect<void> =>
           const rowKey = rowConcurrency(job)?.key
           if (rowKey !== undefined && (skipping.get(rowKey)?.until ?? 0) > (yield* Clock.currentTimeMillis)) yield* idle
           state.inFlight.add(job.id)
-          const { handlerMs, outcome, waitKey } = yield* options.runner.run(job, fiber).pipe(
+          // the batch's last job: its finalizing write may claim the next batch
+          // (its size as if this last job runs as smoothly and quickly as the others did)
+          let next: NextClaim | undefined
+          if (jobs.length === 0 && later.length === 0 && carried === undefined) {
+            carriedAsked = fetched > 0 ? grown(fetched, smooth, handlersMs) : batch
+            next = { limit: carriedAsked, hint: contendedAt(yield* Clock.currentTimeMillis, rowKey), claimed }
+          }
+          const { handlerMs, outcome, waitKey } = yield* options.runner.run(job, fiber, next).pipe(
             // interrupted mid-batch: the rows not started go back to the queue with the rest
             Effect.onInterrupt(() => Effect.sync(() => later.push(...jobs.splice(0))))
           )
@@ -125,8 +161,7 @@ export const lane = (options: LaneOptions): Effect.Effect<void> =>
           }
         }
         if (fetched > 0) {
-          const quick = handlersMs < BATCH_QUICK_MS * fetched
-          batch = smooth && quick && fetched === batch ? Math.min(config.maxBatch, batch * 2) : 1
+          batch = grown(fetched, smooth, handlersMs)
         }
         // An immediate requeue for another reason is due again at once: back off one poll interval so
         // this lane does not spin on it.
@@ -136,7 +171,7 @@ export const lane = (options: LaneOptions): Effect.Effect<void> =>
       // claimed but not started (stopping, or interrupted): back to the queue
       Effect.ensuring(
         Effect.suspend(() =>
-          Effect.forEach(later.splice(0), (job) =>
+          Effect.forEach([...later.splice(0), ...(carried?.splice(0) ?? [])], (job) =>
             options.finalizer
               .finalize(job, Outcome.Requeued({ reason: `Claim released (worker ${config.workerId} shutting down)`, keepsPlace: true }), job.metadata)
               .pipe(Effect.ensuring(Effect.sync(() => state.inFlight.delete(job.id))))

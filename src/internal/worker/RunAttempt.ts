@@ -6,7 +6,8 @@
  *   behavior that admits, in the attempt's scope) → handler → the finalizing write.
  *
  * Inside a held slot the finalizing write also releases it, when the store can (the built-in
- * PostgreSQL store and provider on one client); otherwise the scope's finalizer releases it — on
+ * PostgreSQL store and provider on one client), and carries the lane's next claim when it is the last
+ * of its batch; otherwise the scope's finalizer releases it — on
  * success, failure, defect, timeout and interruption alike. An interrupted attempt is requeued by its
  * finalizing write, so nothing is lost.
  *
@@ -34,7 +35,7 @@ import { GlobalPolicies } from "../policy/GlobalPolicies.js"
 import type { ConcurrencyPolicy } from "../policy/PolicyValues.js"
 import { fusedRelease } from "../semaphore/SemaphoreProviderPg.js"
 import type { SemaphoreProviderService } from "../semaphore/SemaphoreProvider.js"
-import { type Finalizer, rowConcurrency } from "./Finalize.js"
+import { type Finalizer, type NextClaim, rowConcurrency } from "./Finalize.js"
 import { cancelled, cancelOf, runHandler, runSaga } from "./RunHandler.js"
 import type { WorkerState } from "./WorkerState.js"
 
@@ -58,8 +59,12 @@ export interface AttemptResult {
 
 /** Runs attempts for one worker. */
 export interface AttemptRunner {
-  /** Runs a claimed job: through every behavior, then (holding a Wait-mode slot) the jobs that may reuse it. */
-  readonly run: (job: Job, fiber: FiberState) => Effect.Effect<AttemptResult>
+  /**
+   * Runs a claimed job: through every behavior, then (holding a Wait-mode slot) the jobs that may reuse
+   * it. `next`: the lane's next claim, which the finalizing write carries when it frees the attempt's
+   * slot in its own statement (see `Finalize.NextClaim`).
+   */
+  readonly run: (job: Job, fiber: FiberState, next?: NextClaim) => Effect.Effect<AttemptResult>
   /**
    * Runs `job` under the slot of `policy` the calling fiber holds, if its resolved policy is exactly
    * `policy` and the slot admits it; otherwise hands it to `later` (run once the slot is released) and
@@ -177,7 +182,8 @@ export const make = (options: RunnerOptions): AttemptRunner => {
   const attempt = (
     job: Job,
     fiber: FiberState,
-    under: { readonly policy: ConcurrencyPolicy; readonly writes: Array<Fiber.Fiber<void>> } | undefined
+    under: { readonly policy: ConcurrencyPolicy; readonly writes: Array<Fiber.Fiber<void>> } | undefined,
+    next?: NextClaim
   ): Effect.Effect<AttemptResult | undefined> => {
     let recorded: Outcome | undefined
     /** Under a reused slot: the finalizing write, forked (it owns the job's `inFlight` entry until it lands). */
@@ -194,7 +200,7 @@ export const make = (options: RunnerOptions): AttemptRunner => {
     const finalizeOnce = (outcome: Outcome, metadata: unknown, release?: Parameters<Finalizer["finalize"]>[3]) =>
       recorded !== undefined
         ? Effect.void
-        : Effect.uninterruptible(Effect.tap(finalizer.finalize(job, outcome, metadata, release), () => (recorded = outcome)))
+        : Effect.uninterruptible(Effect.tap(finalizer.finalize(job, outcome, metadata, release, release === undefined ? undefined : next), () => (recorded = outcome)))
     const ended = (outcome: Outcome, metadata: unknown): Effect.Effect<AttemptResult> =>
       Effect.as(finalizeOnce(outcome, metadata), { outcome, waitKey: undefined, handlerMs: 0 })
 
@@ -309,9 +315,9 @@ export const make = (options: RunnerOptions): AttemptRunner => {
     }
 
   return {
-    run: (job, fiber) =>
+    run: (job, fiber, next) =>
       instrument(job)(
-        Effect.flatMap(attempt(job, fiber, undefined), (result) =>
+        Effect.flatMap(attempt(job, fiber, undefined, next), (result) =>
           // only an attempt under a held slot hands its job back
           result === undefined ? Effect.dieMessage(`attempt of ${job.id} deferred outside a held slot`) : Effect.succeed(result)
         )

@@ -43,7 +43,8 @@ export interface WorkerOptions<A extends ReadonlyArray<Addon<any>> = ReadonlyArr
   readonly slotReuse?: false | { readonly maxJobs?: number; readonly maxDuration?: Duration.DurationInput } | undefined
   /**
    * Most rows one fiber claims per fetch (default 8). A fiber starts at 1 and doubles while full
-   * batches of quick jobs run uncontended; 1 turns batching off (one claim per attempt).
+   * batches of quick jobs run uncontended; 1 turns batching off (one claim per attempt). On the built-in
+   * PostgreSQL path the finalizing write of a batch's last keyed attempt carries the next claim.
    */
   readonly maxBatch?: number
   /**

@@ -2,25 +2,30 @@
  * The finalizing write of an attempt in the PostgreSQL store: the row update and its audit entry (which
  * names the counter it counts, see `./counters.ts`) in one round trip — on the held slot's connection,
  * unlocking the slot too, when the worker hands it the slot's release of a `SemaphoreProviderPg` on the
- * same `SqlClient`.
+ * same `SqlClient`; and there, claiming the lane's next rows too when the worker asks (`Finalize.claim`).
  */
 import type * as SqlClient from "@effect/sql/SqlClient"
 import * as Effect from "effect/Effect"
 import { counterOf, logOf, stateOf } from "../../job/Outcome.js"
 import { fairOf, type Finalize, retagsOn } from "../JobStore.js"
 import type { StoreError } from "../StoreError.js"
+import { claimCtes, claimedJobs } from "./fetch.js"
 import { runPrepared } from "./prepared.js"
+import type { LimitsTable } from "./readsLimits.js"
+import type { SemaphoreError } from "../../semaphore/SemaphoreProvider.js"
 import { fail, finalizeSet, nextTag } from "./shared.js"
 
 /**
  * `JobStoreService.finalize`: writes the attempt's outcome if this attempt still owns the row (false
- * when the claim was lost), fusing the slot's `release` into the statement when it is held on `sql`.
+ * when the claim was lost), fusing the slot's `release` into the statement when it is held on `sql`,
+ * and then the lane's next `claim` (`readsLimits`: whether claims read the admin overrides).
  */
 export const finalize = (
   sql: SqlClient.SqlClient,
-  { handlerRan = true, job, metadata, outcome, release, workerId }: Finalize,
+  readsLimits: Effect.Effect<LimitsTable>,
+  { claim, handlerRan = true, job, metadata, outcome, release, workerId }: Finalize,
   prepared = true
-): Effect.Effect<boolean, StoreError> => {
+): Effect.Effect<boolean, StoreError> => Effect.suspend(() => {
   const state = stateOf(outcome, new Date())
   const log = logOf(outcome)
   const at = outcome._tag === "Requeued" && outcome.at !== undefined ? outcome.at.toISOString() : null
@@ -33,8 +38,7 @@ export const finalize = (
   const fairTag = !retag ? sql`` : fair === undefined ? sql`, fair_tag = NULL` : sql`, fair_tag = ${nextTag(sql, sql`${fair.flow}::text`, sql`${fair.weight}::float8`)}`
   // the slot's release, fused into this statement when it is held on a connection of this client
   const fused = release !== undefined && release.client === sql ? release : undefined
-  const statement = sql`
-        WITH u AS (
+  const write = sql`u AS (
           UPDATE warp_jobs
           SET ${finalizeSet(sql, {
             state: sql`${state}`,
@@ -47,20 +51,34 @@ export const finalize = (
           RETURNING id
         ), l AS (
           INSERT INTO warp_job_logs (job_id, kind, message, counter) SELECT id, ${log.kind}, ${log.message}, ${counter} FROM u
-        )${
-          fused === undefined
-            ? sql``
-            : sql`, ${fused.statement}`
-        }
-        SELECT count(*)::int AS n${fused === undefined ? sql`` : sql`, (SELECT released FROM r) AS released`} FROM u`
+        )`
   const written = (rows: ReadonlyArray<unknown>) => Number((rows[0] as any)?.n ?? 0) === 1
-  if (fused === undefined) return runPrepared(sql, statement, prepared).pipe(Effect.map(written), Effect.mapError(fail("finalize")))
-  const [text, params] = statement.compile()
+  if (fused === undefined) {
+    return runPrepared(sql, sql`WITH ${write} SELECT count(*)::int AS n FROM u`, prepared).pipe(Effect.map(written), Effect.mapError(fail("finalize")))
+  }
+  const alone = sql`WITH ${write}, ${fused.statement} SELECT count(*)::int AS n, (SELECT released FROM r) AS released FROM u`
   // the slot's connection could not run it (lost, or the statement failed there): the slot is lost
-  // either way, and the write goes through the pool (it lands only if this attempt still owns the row)
-  return fused.run(text, params).pipe(
-    Effect.map(written),
-    Effect.catchTag("SemaphoreError", () => statement.pipe(Effect.map(written))),
-    Effect.mapError(fail("finalize"))
-  )
-}
+  // either way, and the write goes through the pool alone (it lands only if this attempt still owns the row)
+  const viaPool = (self: Effect.Effect<boolean, SemaphoreError>) => Effect.catchTag(self, "SemaphoreError", () => Effect.map(alone, written))
+  if (claim === undefined) {
+    const [text, params] = alone.compile()
+    return fused.run(text, params).pipe(Effect.map(written), viaPool, Effect.mapError(fail("finalize")))
+  }
+  // with the lane's next claim: one row when it claimed none, else one per claimed row (the write's
+  // columns repeated); the claim never takes the row this statement writes
+  return Effect.flatMap(readsLimits, (limitsTable) => {
+    const next = claimCtes(sql, limitsTable, workerId, claim.limit, claim.lease, claim.hint, job.id)
+    const [text, params] = sql`WITH ${write}, ${fused.statement}, ${next.ctes}
+        SELECT s.n AS warp_written, s.released AS warp_released, k.*
+        FROM (SELECT count(*)::int AS n, (SELECT released FROM r) AS released FROM u) s
+        LEFT JOIN ${next.rows} k ON true
+        ORDER BY k.schedule_time, k.id`.compile()
+    return fused.run(text, params).pipe(
+      Effect.map((rows) => {
+        claim.claimed(claimedJobs(rows.filter((row: any) => row.id !== null && row.id !== undefined)))
+        return Number((rows[0] as any)?.warp_written ?? 0) === 1
+      }),
+      viaPool
+    )
+  }).pipe(Effect.mapError(fail("finalize")))
+})

@@ -24,6 +24,7 @@ import type { StoreError } from "../StoreError.js"
 import { flushBatch, type Waiting } from "./batching.js"
 import { finalize } from "./finalize.js"
 import { runPrepared } from "./prepared.js"
+import type { LimitsTable } from "./readsLimits.js"
 import { fail, finalizeSet } from "./shared.js"
 
 /** At most this many writes in one batched statement. */
@@ -70,10 +71,10 @@ export const finalizeMany = (sql: SqlClient.SqlClient, batch: ReadonlyArray<Fina
 }
 
 /** Writes one batch and settles each of its attempts (see `flushBatch`). */
-const flush = (sql: SqlClient.SqlClient, batch: ReadonlyArray<Pending>, prepared: boolean): Effect.Effect<void> =>
+const flush = (sql: SqlClient.SqlClient, readsLimits: Effect.Effect<LimitsTable>, batch: ReadonlyArray<Pending>, prepared: boolean): Effect.Effect<void> =>
   flushBatch(
     batch,
-    (p) => finalize(sql, p.f, prepared),
+    (p) => finalize(sql, readsLimits, p.f, prepared),
     () => finalizeMany(sql, batch.map((p) => p.f), prepared),
     (p, written) => written.has(p.f.job.id)
   )
@@ -86,6 +87,7 @@ const flush = (sql: SqlClient.SqlClient, batch: ReadonlyArray<Pending>, prepared
  */
 export const makeBatchedFinalize = (
   sql: SqlClient.SqlClient,
+  readsLimits: Effect.Effect<LimitsTable>,
   prepared = true
 ): Effect.Effect<(f: Finalize) => Effect.Effect<boolean, StoreError>, never, Scope.Scope> =>
   Effect.gen(function* () {
@@ -107,7 +109,7 @@ export const makeBatchedFinalize = (
       carried = next
       return batch
     })
-    const flusher = Effect.forever(Effect.flatMap(takeBatch, (batch) => flush(sql, batch, prepared)))
+    const flusher = Effect.forever(Effect.flatMap(takeBatch, (batch) => flush(sql, readsLimits, batch, prepared)))
     for (let i = 0; i < FLUSHERS; i++) yield* Effect.forkScoped(flusher)
     const alone = (f: Finalize) => {
       if (f.release !== undefined && f.release.client === sql) return true
@@ -115,6 +117,6 @@ export const makeBatchedFinalize = (
     }
     return (f: Finalize) =>
       alone(f)
-        ? finalize(sql, f, prepared)
+        ? finalize(sql, readsLimits, f, prepared)
         : Effect.flatMap(Deferred.make<boolean, StoreError>(), (done) => Effect.zipRight(Queue.offer(queue, { f, done }), Deferred.await(done)))
   })
