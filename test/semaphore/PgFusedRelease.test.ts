@@ -65,6 +65,14 @@ const claimOne = (store: JobStore["Type"]) =>
     return claimed!
   })
 
+/** Enqueued rows due long ago (ahead of every other test's rows), by id. */
+const oldRows = (store: JobStore["Type"], label: string, n: number) =>
+  Effect.gen(function* () {
+    const ids = Array.from({ length: n }, (_, i) => `carried-${label}-${Math.random().toString(36).slice(2)}-${i}`)
+    yield* store.insert(ids.map((id, i) => ({ id, type: "T", handler: null, payload: {}, state: "Enqueued", scheduleTime: new Date(1_000 + i), metadata: {} }) as const))
+    return ids
+  })
+
 /** A claimed job, and a slot of a fresh name held in a scope of its own (closed by the test). */
 const claimAndHold = (shared: boolean, label: string) =>
   Effect.gen(function* () {
@@ -115,9 +123,15 @@ describe("PostgreSQL: the slot's release inside the finalizing statement", () =>
       )
       yield* slot.lost
       expect(fusedRelease(slot)).toBeUndefined()
-      // a release taken before the loss is refused by the provider, and the store falls back
-      expect(yield* store.finalize({ job, workerId: "w1", outcome: Outcome.Succeeded(), metadata: {}, release })).toBe(true)
+      // a release taken before the loss is refused by the provider, and the store falls back; the lane's
+      // next claim, carried by the refused statement only, is not run (the lane claims on its own)
+      const next = yield* oldRows(store, "lost", 1)
+      let called = false
+      const claim = { limit: 2, lease, hint: { contended: [] }, claimed: () => void (called = true) }
+      expect(yield* store.finalize({ job, workerId: "w1", outcome: Outcome.Succeeded(), metadata: {}, release, claim })).toBe(true)
       expect(Option.getOrThrow(yield* store.get(job.id)).job.state).toBe("Succeeded")
+      expect(called).toBe(false)
+      expect(Option.getOrThrow(yield* store.get(next[0]!)).job.state).toBe("Enqueued")
       yield* Scope.close(scope, Exit.void)
     }).pipe(Effect.scoped))
 
@@ -151,14 +165,6 @@ describe("PostgreSQL: the slot's release inside the finalizing statement", () =>
       // a row that carries no key: the gate asks the manager
       expect(got.get(ids[2]!)?.adminLimit).toBeUndefined()
     }).pipe(Effect.scoped))
-
-  /** Enqueued rows due long ago (ahead of every other test's rows), by id. */
-  const oldRows = (store: JobStore["Type"], label: string, n: number) =>
-    Effect.gen(function* () {
-      const ids = Array.from({ length: n }, (_, i) => `carried-${label}-${Math.random().toString(36).slice(2)}-${i}`)
-      yield* store.insert(ids.map((id, i) => ({ id, type: "T", handler: null, payload: {}, state: "Enqueued", scheduleTime: new Date(1_000 + i), metadata: {} }) as const))
-      return ids
-    })
 
   it.live("the statement that frees the slot also claims the lane's next rows when the worker asks", () =>
     Effect.gen(function* () {
