@@ -5,6 +5,7 @@ import * as Metric from "effect/Metric"
 import * as Schema from "effect/Schema"
 import { gateTotal } from "../src/internal/concurrency/ConcurrencyBehavior.js"
 import * as Option from "effect/Option"
+import pg from "pg"
 import { Concurrency, Contract, Handler, JobParameters, Publisher, SemaphoreProvider, Worker } from "warp-effect"
 import { JobStore } from "../src/internal/store/JobStore.js"
 import { HolderCounter } from "./support/holders.js"
@@ -20,8 +21,16 @@ const acquired = (family: string) =>
   Metric.value(Metric.tagged(Metric.tagged(gateTotal, "result", "Acquired"), "key_family", family)).pipe(Effect.map((s) => s.count))
 
 describe("Worker on PostgreSQL: slot reuse, contended keys, batches", () => {
-  it.live("keyed jobs, one claim per attempt (maxBatch 1): each attempt's finalizing write claims the next, so the lane runs no claim of its own", () => {
+  it.live("keyed jobs, one claim per attempt (maxBatch 1): each attempt's finalizing write claims the next and takes its slot, so the lane runs neither a claim nor a slot scan of its own", () => {
     let fetches = 0
+    // the provider's own slot scans (statements that try slot locks without touching warp_jobs), counted at the driver
+    let scans = 0
+    const query = pg.Client.prototype.query
+    const counting = function (this: unknown, ...args: Array<any>) {
+      const text = typeof args[0] === "string" ? args[0] : args[0]?.text
+      if (typeof text === "string" && text.includes("pg_try_advisory_lock") && !text.includes("warp_jobs")) scans++
+      return (query as any).apply(this, args)
+    }
     const runs = new Map<number, number>()
     const handler = Handler.job(Work, ({ i }) => Effect.sync(() => runs.set(i, (runs.get(i) ?? 0) + 1)))
     // the store with its `fetch` calls counted (the claims a lane runs on its own)
@@ -33,16 +42,21 @@ describe("Worker on PostgreSQL: slot reuse, contended keys, batches", () => {
       const p = yield* Publisher.Publisher
       const ids = yield* Effect.forEach(Array.from({ length: 30 }, (_, i) => i), (i) =>
         p.enqueue(Work, { key: `carry:${i}`, i }, JobParameters.make().withSemaphore(`carry:${i}`, 1, "Wait")))
-      yield* Effect.scoped(
-        Effect.zipRight(Worker.make({ addons: [Concurrency.addon], concurrency: 1, maxBatch: 1, pollInterval: "20 millis" }), drained(60_000))
+      yield* Effect.acquireUseRelease(
+        Effect.sync(() => void (pg.Client.prototype.query = counting as any)),
+        () => Effect.scoped(Effect.zipRight(Worker.make({ addons: [Concurrency.addon], concurrency: 1, maxBatch: 1, pollInterval: "20 millis" }), drained(60_000))),
+        () => Effect.sync(() => void (pg.Client.prototype.query = query))
       )
       for (let i = 0; i < 30; i++) expect(runs.get(i)).toBe(1)
       for (const id of ids) {
         const d = yield* detail(id)
         expect([d.job.state, d.job.attempt]).toEqual(["Succeeded", 1])
       }
-      // without the carried claim: 30 claims or more (one per attempt, then the polls of an idle lane)
+      // without the carried claim: 30 claims or more (one per attempt, then the polls of an idle lane);
+      // without the carried admission: 30 scans (one per attempt)
       expect(fetches).toBeLessThan(10)
+      expect(scans).toBeGreaterThan(0)
+      expect(scans).toBeLessThan(10)
     }).pipe(Effect.provide(Layer.provideMerge(counted, env([handler]))))
   })
 

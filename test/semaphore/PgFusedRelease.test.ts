@@ -14,7 +14,8 @@ import { ConcurrencyLimitManager, JobStorePg, SemaphoreProviderPg as PublicProvi
 import { Outcome } from "../../src/internal/job/Outcome.js"
 import { lockId } from "../../src/internal/semaphore/lockId.js"
 import { SemaphoreProvider, slotName } from "../../src/internal/semaphore/SemaphoreProvider.js"
-import { fusedRelease } from "../../src/internal/semaphore/SemaphoreProviderPg.js"
+import { LOCK_PREFIX } from "../../src/internal/concurrency/ConcurrencyBehavior.js"
+import { fusedRelease, LOCK_PREFIX as CARRIED_PREFIX } from "../../src/internal/semaphore/SemaphoreProviderPg.js"
 import { JobStore } from "../../src/internal/store/JobStore.js"
 import { sharedDatabase } from "./pg.js"
 
@@ -209,5 +210,86 @@ describe("PostgreSQL: the slot's release inside the finalizing statement", () =>
       expect(called).toBe(false)
       expect(Option.getOrThrow(yield* store.get(next[0]!)).job.state).toBe("Enqueued")
       yield* Scope.close(scope, Exit.void)
+    }).pipe(Effect.scoped))
+
+  /** Granted advisory locks on the slots 0..limit-1 of `name`, and the backends holding them. */
+  const slotHolders = (name: string, limit: number) =>
+    Effect.map(
+      sqlOf<{ pid: number }>(
+        `SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted AND objsubid = 1
+           AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+           AND ((classid::bigint << 32) | objid::bigint) = ANY($1::bigint[])`,
+        [Array.from({ length: limit }, (_, i) => lockId(slotName(name, i)))]
+      ),
+      (rows) => rows.map((r) => r.pid)
+    )
+  const keyed = (k: string, limit: number) => ({ policies: { concurrency: { value: { key: k, limit, mode: "Wait" }, source: "Enqueue" } } })
+  const keyedRow = (store: JobStore["Type"], k: string, limit: number) =>
+    Effect.gen(function* () {
+      const id = `admit-${Math.random().toString(36).slice(2)}`
+      yield* store.insert([{ id, type: "T", handler: null, payload: {}, state: "Enqueued", scheduleTime: new Date(500), metadata: keyed(k, limit) }])
+      return id
+    })
+
+  it("the carried admission names slots as the concurrency gate does", () => {
+    expect(CARRIED_PREFIX).toBe(LOCK_PREFIX)
+  })
+
+  it.live("the statement that frees a slot and claims a keyed row takes that row's slot on the same connection; the next tryAcquire of the name gets it without a scan", () =>
+    Effect.gen(function* () {
+      const { job, name, provider, scope, slot, store } = yield* claimAndHold(true, "admit")
+      const [holderPid] = yield* slotHolders(name, 1)
+      const k = key("admitted")
+      const b = yield* keyedRow(store, k, 2)
+      let got: ReadonlyArray<{ id: string }> = []
+      const claim = { limit: 1, lease, hint: { contended: [] }, claimed: (jobs: ReadonlyArray<any>) => void (got = jobs) }
+      expect(yield* store.finalize({ job, workerId: "w1", outcome: Outcome.Succeeded(), metadata: {}, release: fusedRelease(slot), claim })).toBe(true)
+      expect(got.map((j) => j.id)).toEqual([b])
+      expect(yield* held(name)).toBe(false)
+      // one of the key's two slots, held by the connection that held the released one
+      expect(yield* slotHolders(LOCK_PREFIX + k, 2)).toEqual([holderPid])
+      yield* Scope.close(scope, Exit.void)
+      // the slot outlives the released slot's scope (it is the claimed job's now), and the attempt's
+      // tryAcquire gets it: no second slot is taken
+      expect(yield* slotHolders(LOCK_PREFIX + k, 2)).toEqual([holderPid])
+      const attempt = yield* Scope.make()
+      const adopted = Option.getOrThrow(yield* Scope.extend(provider.tryAcquire(LOCK_PREFIX + k, 2, 0), attempt))
+      expect(adopted.name).toBe(LOCK_PREFIX + k)
+      expect(yield* slotHolders(LOCK_PREFIX + k, 2)).toEqual([holderPid])
+      expect(fusedRelease(adopted)).toBeDefined()
+      // a second asker scans: the other slot
+      const other = yield* Effect.scoped(Effect.map(provider.tryAcquire(LOCK_PREFIX + k, 2, 0), (o) => Option.getOrThrow(o).index))
+      expect(other).toBe(1 - adopted.index)
+      yield* Scope.close(attempt, Exit.void)
+      expect(yield* slotHolders(LOCK_PREFIX + k, 2)).toEqual([])
+    }).pipe(Effect.scoped))
+
+  it.live("a slot taken for a claimed row that no attempt asks for is released; a full key is not taken", () =>
+    Effect.gen(function* () {
+      const { job, provider, scope, slot, store } = yield* claimAndHold(true, "unasked")
+      const k = key("unasked")
+      yield* keyedRow(store, k, 1)
+      const claim = { limit: 1, lease, hint: { contended: [] }, claimed: () => {} }
+      expect(yield* store.finalize({ job, workerId: "w1", outcome: Outcome.Succeeded(), metadata: {}, release: fusedRelease(slot), claim })).toBe(true)
+      yield* Scope.close(scope, Exit.void)
+      expect((yield* slotHolders(LOCK_PREFIX + k, 1)).length).toBe(1)
+      // released within ADOPT_WITHIN_MS (half a second) and a watchdog tick
+      const start = Date.now()
+      while ((yield* slotHolders(LOCK_PREFIX + k, 1)).length > 0) {
+        expect(Date.now() - start).toBeLessThan(10_000)
+        yield* Effect.sleep("50 millis")
+      }
+      // the key full (its one slot held elsewhere): the statement claims the row and takes nothing
+      const full = key("full")
+      const elsewhere = Option.getOrThrow(yield* provider.tryAcquire(LOCK_PREFIX + full, 1, 0))
+      const second = yield* claimAndHold(true, "full")
+      yield* keyedRow(second.store, full, 1)
+      let got = 0
+      const claimFull = { limit: 1, lease, hint: { contended: [] }, claimed: (jobs: ReadonlyArray<unknown>) => void (got = jobs.length) }
+      expect(yield* second.store.finalize({ job: second.job, workerId: "w1", outcome: Outcome.Succeeded(), metadata: {}, release: fusedRelease(second.slot), claim: claimFull })).toBe(true)
+      expect(got).toBe(1)
+      expect((yield* slotHolders(LOCK_PREFIX + full, 1)).length).toBe(1)
+      expect(elsewhere.index).toBe(0)
+      yield* Scope.close(second.scope, Exit.void)
     }).pipe(Effect.scoped))
 })

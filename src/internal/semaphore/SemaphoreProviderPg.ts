@@ -22,6 +22,13 @@
  *   driver's `end`/`error` events (on @effect/sql-pg) and a ping every `pingInterval` (any SqlClient,
  *   and connections that hang without closing; one watchdog fiber per provider pings every connection
  *   that holds slots) notice the loss and complete `slot.lost`, so the holder stops.
+ * - Carried admission (default mode, `FusedRelease.carry`). A store's finalizing statement that frees a
+ *   slot and claims the lane's next row may also take, on the same connection, a slot for that row's
+ *   key (mode Wait, no total cap; at the admin override the claim read, else the row's limit): the
+ *   same guarded scan, both names' guards taken first in one order. The slot is handed to the next
+ *   `tryAcquire` of its name in this process whose limit covers its index (the row's attempt, as a
+ *   rule), without a scan; one nobody asks for within `ADOPT_WITHIN_MS` is released. The connection
+ *   stays out of the pool while it holds either slot.
  * - On @effect/sql-pg's client the statements on a slot's connection (the scan, the release, the
  *   store's fused finalizing statement, the pings) run as named prepared statements (`pg/Named.ts`),
  *   parsed and planned once per connection.
@@ -233,7 +240,38 @@ export interface FusedRelease {
    * while the statement runs, the slot is lost (the connection is dropped) and this fails.
    */
   readonly run: (text: string, params: ReadonlyArray<unknown>) => Effect.Effect<ReadonlyArray<unknown>, SemaphoreError>
+  /**
+   * The release for a statement that also claims rows (`claimed`: a relation of the claimed rows with
+   * their `metadata`, `schedule_time`, `id`, `admin_key` and `admin_slots`), in place of `statement`:
+   * the common table expressions `ctes` free this slot and take, on the same connection, a slot for
+   * the first claimed row (by ScheduleTime, id) whose key is in mode Wait without a total cap, at its
+   * limit (the admin override read by the claim, else the row's); `columns` is a one-row relation for
+   * the statement's `FROM` (`released` and the slot taken, if any). Run the statement with `run`: a
+   * slot it took is handed to the next `tryAcquire` of that name in this process whose limit covers
+   * it, or released if none asks for it soon.
+   */
+  readonly carry: (claimed: Statement.Fragment) => {
+    readonly ctes: Statement.Fragment
+    readonly columns: Statement.Fragment
+    readonly run: (text: string, params: ReadonlyArray<unknown>) => Effect.Effect<ReadonlyArray<unknown>, SemaphoreError>
+  }
 }
+
+/** How long a slot taken for a claimed job waits for its attempt's `tryAcquire` before it is released (ms). */
+const ADOPT_WITHIN_MS = 500
+
+/** The 32-bit ints at `from` (1-based byte) of the SHA-256 of `text` (SQL), as `guardKey` reads them. */
+const sha256Int = (text: string, from: number) =>
+  `('x' || encode(substr(sha256(convert_to(${text}, 'UTF8')), ${from}, 4), 'hex'))::bit(32)::int`
+/** The lock id of slot name `text` (SQL), as `lockId` computes it. */
+const sha256Id = (text: string) => `('x' || encode(substr(sha256(convert_to(${text}, 'UTF8')), 1, 8), 'hex'))::bit(64)::bigint`
+
+/**
+ * The prefix of the concurrency gate's slot names (`ConcurrencyBehavior.LOCK_PREFIX`, which imports
+ * this module; a test checks they agree): the admission a finalizing statement carries takes slots of
+ * `LOCK_PREFIX + key`.
+ */
+export const LOCK_PREFIX = "warp:concurrency:"
 
 const fusable = new WeakMap<Slot, () => FusedRelease | undefined>()
 
@@ -450,6 +488,75 @@ export const make = (options: PgProviderOptions = {}): Effect.Effect<SemaphorePr
     }
 
     /**
+     * The release of slot `id` of `name` (held by the lane `token`) fused with the admission of a
+     * claimed row, for `FusedRelease.carry`. Both names' guards are taken first, in one order for every
+     * statement (two statements that each take two guards cannot wait for each other); the release
+     * leaves the session's deadline to the end of the statement, which puts it back only when no slot
+     * was taken; when the slot taken is the one released (same name, same index), its marker stays.
+     */
+    const admissionCtes = (name: string, id: string, token: string, claimed: Statement.Fragment) => {
+      const [g1, g2] = guardOf(name)
+      const key = sql`(c.metadata #>> '{policies,concurrency,value,key}')`
+      const lim = sql`(c.metadata #>> '{policies,concurrency,value,limit}')`
+      const slotAt = "adm.name || ':' || ((adm.off + s.i + 1) % adm.lim)"
+      const guardOfAdm = (from: number) => sha256Int("'warp:semaphore-guard:' || adm.name", from)
+      const gone = markers
+        ? sql`, mark AS (
+  INSERT INTO warp_semaphore_marker (lock_id, holder, until)
+  SELECT id, ${token}::text, clock_timestamp() + ${deadlineMs}::float8 * interval '1 millisecond' FROM scan WHERE got
+  ON CONFLICT (lock_id) DO UPDATE SET holder = EXCLUDED.holder, until = EXCLUDED.until
+), warp_marker_gone AS (
+  DELETE FROM warp_semaphore_marker WHERE lock_id = ${id}::bigint AND holder = ${token}::text
+    AND NOT EXISTS (SELECT 1 FROM scan WHERE got AND scan.id = ${id}::bigint)
+)`
+        : sql``
+      const ctes = sql`adm AS MATERIALIZED (
+  SELECT ${LOCK_PREFIX}::text || ${key} AS name, l.lim, floor(random() * l.lim)::int AS off
+  FROM ${claimed} c
+  CROSS JOIN LATERAL (SELECT CASE WHEN c.admin_key IS NOT DISTINCT FROM ${key} AND c.admin_slots IS NOT NULL THEN c.admin_slots
+                                  WHEN ${lim} ~ '^[1-9][0-9]{0,3}$' THEN ${lim}::int END AS lim) l
+  WHERE (c.metadata #>> '{policies,concurrency,value,mode}') = 'Wait' AND (c.metadata #> '{policies,concurrency,value,total}') IS NULL
+    AND ${key} IS NOT NULL AND l.lim BETWEEN 1 AND ${SCAN_ALL}
+  ORDER BY c.schedule_time, c.id
+  LIMIT 1
+), guards AS MATERIALIZED (
+  SELECT count(pg_advisory_xact_lock(x.k1, x.k2)) AS n FROM (
+    SELECT k1, k2 FROM (
+      SELECT ${g1}::int AS k1, ${g2}::int AS k2
+      UNION SELECT ${sql.literal(guardOfAdm(1))}, ${sql.literal(guardOfAdm(5))} FROM adm
+    ) u ORDER BY k1, k2
+  ) x
+), scan(i, got, id) AS (
+  SELECT -1, false, NULL::bigint FROM adm, guards
+  UNION ALL
+  SELECT s.i + 1,
+         CASE WHEN NOT pg_try_advisory_lock(${sql.literal(sha256Id(slotAt))}) THEN false${
+           markers
+             ? sql`
+              WHEN warp_semaphore_marker_blocks(${sql.literal(sha256Id(slotAt))}, ${token}::text)
+              THEN NOT pg_advisory_unlock(${sql.literal(sha256Id(slotAt))})`
+             : sql``
+         }
+              ELSE true END,
+         ${sql.literal(sha256Id(slotAt))}
+  FROM scan s, adm WHERE NOT s.got AND s.i + 1 < adm.lim
+)${gone}, r AS (
+  SELECT pg_advisory_unlock(${id}::bigint) AS released FROM guards
+)`
+      const columns = sql`(
+  SELECT (SELECT released FROM r) AS released, t.name AS warp_admit_name, t.id::text AS warp_admit_id, t.idx AS warp_admit_index,
+         t.fence AS warp_admit_fence,
+         CASE WHEN ${sessionDeadline}::text IS NULL THEN NULL
+              ELSE set_config('idle_session_timeout', CASE WHEN t.id IS NULL THEN ${resetDeadline ?? "0"}::text ELSE ${sessionDeadline}::text END, false) END AS warp_deadline
+  FROM (SELECT 1) one LEFT JOIN (
+    SELECT adm.name, sc.id, (adm.off + sc.i) % adm.lim AS idx, CASE WHEN ${fencing}::boolean THEN nextval('warp_semaphore_fence')::text END AS fence
+    FROM scan sc, adm WHERE sc.got
+  ) t ON true
+)`
+      return { ctes, columns }
+    }
+
+    /**
      * The lock-delay marker of a slot whose lane died, dropped once its holder has stopped (the scope
      * releasing it closes after the handler ended): the slot is free again at once instead of when the
      * marker expires. Through the pool, in the background (the release does not wait): each try is
@@ -538,7 +645,7 @@ export const make = (options: PgProviderOptions = {}): Effect.Effect<SemaphorePr
         }),
         Effect.interruptible
       )
-    const tick = Effect.sync(() => {
+    const tick = Effect.suspend(() => {
       const now = performance.now()
       for (const lane of watched) {
         if (lane.dead) watched.delete(lane)
@@ -547,6 +654,7 @@ export const make = (options: PgProviderOptions = {}): Effect.Effect<SemaphorePr
           if (fiber.unsafePoll() === null) lane.watchdog = fiber
         }
       }
+      return handedOver.size === 0 ? Effect.void : sweepHandedOver
     })
     yield* Effect.forkScoped(Effect.interruptible(Effect.forever(Effect.zipRight(Effect.sleep(Duration.millis(Math.max(1, pingEveryMs / 4))), tick))))
 
@@ -591,14 +699,7 @@ export const make = (options: PgProviderOptions = {}): Effect.Effect<SemaphorePr
           // the deadline (the server frees the slot one deadline after it at the earliest) and the
           // session does not answer now. A session that answers has lived throughout — its locks with
           // it, so nobody else can have taken the slot — and the answer renews the markers.
-          const lapsed = Effect.suspend(() => {
-            if (lane.dead) return Effect.succeed(true)
-            if (performance.now() - Math.max(sentAt, lane.renewedAt) < lapseAfterMs) return Effect.succeed(false)
-            return ping(lane).pipe(
-              Effect.map(() => lane.dead),
-              Effect.catchAll(() => Effect.as(kill(lane), true))
-            )
-          })
+          const lapsed = lapsedCheck(lane, sentAt)
           return Option.some({ index, fence: row.fence === null ? undefined : BigInt(row.fence), lapsed })
         })
       )
@@ -625,6 +726,160 @@ SELECT released, ${markers} AND set_config('synchronous_commit', 'off', true) IS
         )
       })
 
+    /**
+     * Slot `id` (`index` of `name`) held on `lane`, which holds it alone (default mode): its `Held`. The
+     * release unlocks it (unless a store's finalizing statement did) and gives the connection back once
+     * the lane holds nothing (a slot handed over by that statement may hold it on).
+     */
+    const holding = (
+      lane: Lane,
+      name: string,
+      id: string,
+      index: number,
+      fence: bigint | undefined,
+      lapsed: Effect.Effect<boolean>
+    ): Held => {
+      // this slot is held until it is unlocked: by `unlock`, or by a store's finalizing statement
+      let mine = true
+      const holds = () => mine && !lane.dead && lane.held.has(id)
+      const release = Effect.gen(function* () {
+        if (lane.dead) return yield* mine ? forget(lane, id) : Effect.void
+        if (holds()) yield* unlock(lane, name, id, true)
+        mine = false
+        if (!lane.dead && lane.held.size === 0) {
+          yield* unwatch(lane)
+          yield* Scope.close(lane.scope, Exit.void)
+        }
+      })
+      const slot: Slot = { name, index, lost: Deferred.await(lane.lost), fence, lapsed }
+      const runOnLane = (text: string, params: ReadonlyArray<unknown>) =>
+        Effect.suspend(() => {
+          if (!holds()) return Effect.failSync(() => new SemaphoreError({ name, message: "slot no longer held" }))
+          const failed = (cause: unknown) => new SemaphoreError({ name, message: "finalizing statement failed on the slot connection", cause })
+          const lostMeanwhile = () => new SemaphoreError({ name, message: "slot connection lost during the finalizing statement" })
+          const client = driverOf(lane.conn)
+          // the statement itself is never interrupted (see the module note); a lane lost meanwhile ends
+          // the wait. On the driver's client, one callback each (no fiber); else a race of two fibers
+          // (made interruptible: a finalizing write runs uninterruptibly, and the race awaits its loser)
+          const outcome =
+            client !== undefined
+              ? Effect.async<ReadonlyArray<unknown>, SemaphoreError>((resume) => {
+                  let finished = false
+                  const onDeath = () => {
+                    if (finished) return
+                    finished = true
+                    resume(Effect.fail(lostMeanwhile()))
+                  }
+                  // a lane that died since `holds()` was asked has run its death callbacks already
+                  if (lane.dead) return onDeath()
+                  lane.onDeath.add(onDeath)
+                  queryNamed(client, text, params, (err, rows) => {
+                    lane.onDeath.delete(onDeath)
+                    if (finished) return
+                    finished = true
+                    resume(err !== undefined ? Effect.fail(failed(err)) : Effect.succeed(rows))
+                  })
+                  return Effect.sync(() => {
+                    finished = true
+                    lane.onDeath.delete(onDeath)
+                  })
+                })
+              : Effect.flatMap(Effect.forkDaemon(query(lane, text, params)), (f) =>
+                  Effect.raceFirst(
+                    Effect.interruptible(Effect.mapError(Fiber.join(f), failed)),
+                    Effect.interruptible(Effect.zipRight(Deferred.await(lane.lost), Effect.failSync(lostMeanwhile)))
+                  )
+                )
+          return outcome.pipe(
+            Effect.tapBoth({
+              onFailure: () => kill(lane),
+              onSuccess: () =>
+                Effect.sync(() => {
+                  mine = false
+                  lane.held.delete(id)
+                })
+            })
+          )
+        })
+      const fusedOnce: FusedRelease = {
+        client: sql,
+        statement: releaseCtes(name, id, lane.token, resetDeadline),
+        run: runOnLane,
+        carry: (claimed) => {
+          const sentAt = performance.now()
+          return {
+            ...admissionCtes(name, id, lane.token, claimed),
+            run: (text, params) =>
+              Effect.map(runOnLane(text, params), (rows) => {
+                const row = rows[0] as { warp_admit_name?: string | null; warp_admit_id?: string | null; warp_admit_index?: number | null; warp_admit_fence?: string | null } | undefined
+                if (row?.warp_admit_name != null && row.warp_admit_id != null && row.warp_admit_index != null) {
+                  adopt(lane, row.warp_admit_name, String(row.warp_admit_id), Number(row.warp_admit_index), row.warp_admit_fence == null ? undefined : BigInt(row.warp_admit_fence), sentAt)
+                }
+                return rows
+              })
+          }
+        }
+      }
+      fusable.set(slot, () => (holds() ? fusedOnce : undefined))
+      return { slot, release }
+    }
+
+    /** The holder-side deadline of a slot taken by a statement sent at `sentAt` on `lane` (see `scanLane`). */
+    const lapsedCheck = (lane: Lane, sentAt: number): Effect.Effect<boolean> =>
+      Effect.suspend(() => {
+        if (lane.dead) return Effect.succeed(true)
+        if (performance.now() - Math.max(sentAt, lane.renewedAt) < lapseAfterMs) return Effect.succeed(false)
+        return ping(lane).pipe(
+          Effect.map(() => lane.dead),
+          Effect.catchAll(() => Effect.as(kill(lane), true))
+        )
+      })
+
+    /**
+     * Slots taken for a claimed job by the finalizing statement that claimed it (see
+     * `FusedRelease.carry`), by name, until an attempt of this process asks for a slot of that name
+     * (`tryAcquire` hands it over when its index is under the limit asked) or they are left unasked for
+     * `ADOPT_WITHIN_MS` (then released).
+     */
+    const handedOver = new Map<string, Array<{ readonly lane: Lane; readonly id: string; readonly index: number; readonly fence: bigint | undefined; readonly sentAt: number; readonly at: number }>>()
+    const adopt = (lane: Lane, name: string, id: string, index: number, fence: bigint | undefined, sentAt: number) => {
+      lane.held.add(id)
+      const list = handedOver.get(name) ?? []
+      list.push({ lane, id, index, fence, sentAt, at: performance.now() })
+      handedOver.set(name, list)
+    }
+    /** A slot handed over for `name` usable at `limit`, as held; none when there is none (or its lane died). */
+    const takeHandedOver = (name: string, limit: number): Effect.Effect<Option.Option<Held>> =>
+      Effect.suspend(() => {
+        const list = handedOver.get(name)
+        if (list === undefined) return Effect.succeed(Option.none())
+        const at = list.findIndex((h) => h.index < limit)
+        if (at < 0) return Effect.succeed(Option.none())
+        const [h] = list.splice(at, 1)
+        if (list.length === 0) handedOver.delete(name)
+        if (h!.lane.dead) return Effect.as(dropHandedOver(name, h!), Option.none())
+        return Effect.succeed(Option.some(holding(h!.lane, name, h!.id, h!.index, h!.fence, lapsedCheck(h!.lane, h!.sentAt))))
+      })
+    /** Releases a handed-over slot nobody took (or whose lane died). */
+    const dropHandedOver = (name: string, h: { readonly lane: Lane; readonly id: string; readonly index: number; readonly fence: bigint | undefined; readonly sentAt: number }) =>
+      holding(h.lane, name, h.id, h.index, h.fence, Effect.succeed(true)).release
+    /** Releases the handed-over slots left unasked for `ADOPT_WITHIN_MS` (from the watchdog's tick). */
+    const sweepHandedOver = Effect.suspend(() => {
+      const now = performance.now()
+      const stale: Array<Effect.Effect<void>> = []
+      for (const [name, list] of handedOver) {
+        for (let i = list.length - 1; i >= 0; i--) {
+          const h = list[i]!
+          if (h.lane.dead || now - h.at > ADOPT_WITHIN_MS) {
+            list.splice(i, 1)
+            stale.push(dropHandedOver(name, h))
+          }
+        }
+        if (list.length === 0) handedOver.delete(name)
+      }
+      return stale.length === 0 ? Effect.void : Effect.asVoid(Effect.forkDaemon(Effect.all(stale, { discard: true })))
+    })
+
     /** Default: one reserved connection per held slot. */
     const attemptDedicated = (name: string, ids: ReadonlyArray<string>): Effect.Effect<Option.Option<Held>, SemaphoreError> =>
       Effect.gen(function* () {
@@ -636,67 +891,7 @@ SELECT released, ${markers} AND set_config('synchronous_commit', 'off', true) IS
         }
         const { fence, index, lapsed } = taken.value
         yield* watch(lane)
-        const id = ids[index]!
-        // the lane holds this one slot until it is unlocked: by `unlock`, or by a store's finalizing statement
-        const holds = () => !lane.dead && lane.held.has(id)
-        const release = Effect.gen(function* () {
-          yield* unwatch(lane)
-          if (lane.dead) return yield* forget(lane, id)
-          if (lane.held.has(id)) yield* unlock(lane, name, id, true)
-          if (!lane.dead) yield* Scope.close(lane.scope, Exit.void)
-        })
-        const slot: Slot = { name, index, lost: Deferred.await(lane.lost), fence, lapsed }
-        const fusedOnce: FusedRelease = {
-          client: sql,
-          statement: releaseCtes(name, id, lane.token, resetDeadline),
-          run: (text, params) =>
-            Effect.suspend(() => {
-              if (!holds()) return Effect.failSync(() => new SemaphoreError({ name, message: "slot no longer held" }))
-              const failed = (cause: unknown) => new SemaphoreError({ name, message: "finalizing statement failed on the slot connection", cause })
-              const lostMeanwhile = () => new SemaphoreError({ name, message: "slot connection lost during the finalizing statement" })
-              const client = driverOf(lane.conn)
-              // the statement itself is never interrupted (see the module note); a lane lost meanwhile ends
-              // the wait. On the driver's client, one callback each (no fiber); else a race of two fibers
-              // (made interruptible: a finalizing write runs uninterruptibly, and the race awaits its loser)
-              const outcome =
-                client !== undefined
-                  ? Effect.async<ReadonlyArray<unknown>, SemaphoreError>((resume) => {
-                      let finished = false
-                      const onDeath = () => {
-                        if (finished) return
-                        finished = true
-                        resume(Effect.fail(lostMeanwhile()))
-                      }
-                      // a lane that died since `holds()` was asked has run its death callbacks already
-                      if (lane.dead) return onDeath()
-                      lane.onDeath.add(onDeath)
-                      queryNamed(client, text, params, (err, rows) => {
-                        lane.onDeath.delete(onDeath)
-                        if (finished) return
-                        finished = true
-                        resume(err !== undefined ? Effect.fail(failed(err)) : Effect.succeed(rows))
-                      })
-                      return Effect.sync(() => {
-                        finished = true
-                        lane.onDeath.delete(onDeath)
-                      })
-                    })
-                  : Effect.flatMap(Effect.forkDaemon(query(lane, text, params)), (f) =>
-                      Effect.raceFirst(
-                        Effect.interruptible(Effect.mapError(Fiber.join(f), failed)),
-                        Effect.interruptible(Effect.zipRight(Deferred.await(lane.lost), Effect.failSync(lostMeanwhile)))
-                      )
-                    )
-              return outcome.pipe(
-                Effect.tapBoth({
-                  onFailure: () => kill(lane),
-                  onSuccess: () => Effect.sync(() => void lane.held.delete(id))
-                })
-              )
-            })
-        }
-        fusable.set(slot, () => (holds() ? fusedOnce : undefined))
-        return Option.some({ slot, release })
+        return Option.some(holding(lane, name, ids[index]!, index, fence, lapsed))
       })
 
     /** Multiplexed: K long-lived connections, each with its own mutex (the in-process gate). */
@@ -726,6 +921,15 @@ SELECT released, ${markers} AND set_config('synchronous_commit', 'off', true) IS
         })
       )
     }
+
+    // slots taken for claimed jobs that no attempt asked for yet: released with the provider
+    yield* Effect.addFinalizer(() =>
+      Effect.suspend(() => {
+        const left = [...handedOver].flatMap(([name, list]) => list.map((h) => dropHandedOver(name, h)))
+        handedOver.clear()
+        return Effect.all(left, { discard: true })
+      })
+    )
 
     yield* Effect.addFinalizer(() =>
       Effect.forEach(
@@ -769,9 +973,14 @@ SELECT released, ${markers} AND set_config('synchronous_commit', 'off', true) IS
       tryAcquire: (name, limit, timeout) =>
         Effect.zipRight(
           validateLimit(name, limit),
-          Effect.suspend(() =>
-            acquireWith(limit > SCAN_ALL ? attemptWindows(name, limit) : attempt(name, slotIds(name, limit)), timeout, every)
-          )
+          Effect.suspend(() => {
+            const scan = limit > SCAN_ALL ? attemptWindows(name, limit) : attempt(name, slotIds(name, limit))
+            // a slot a finalizing statement took for a claimed job of this name, if one covers the limit
+            const first = Effect.suspend(() =>
+              handedOver.has(name) ? Effect.flatMap(takeHandedOver(name, limit), (h) => (Option.isSome(h) ? Effect.succeed(h) : scan)) : scan
+            )
+            return acquireWith(first, timeout, every)
+          })
         )
     }
     return service

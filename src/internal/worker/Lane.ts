@@ -3,9 +3,9 @@
  * 1 row at first and doubles (up to `maxBatch`) while full batches of quick jobs run uncontended, and
  * it skips, for a while that doubles, the Wait-mode keys it just found full (the fetch hint), so it
  * does not spin on a key while the holders run. The last attempt of a batch offers the lane's next
- * claim to its finalizing write: one that frees a slot on the slot's connection claims the next batch in
- * the same statement (the built-in PostgreSQL store does), so a keyed job costs no claim statement of
- * its own.
+ * claim to its finalizing write: one that frees a slot on the slot's connection claims the next row in
+ * the same statement, and takes its slot there too (the built-in PostgreSQL store and provider do), so a
+ * keyed job costs neither a claim nor a slot scan of its own.
  *
  * @since 0.3.0
  */
@@ -31,6 +31,14 @@ const MAX_CONTENDED_KEYS = 64
  * per job) would keep claiming one row at a time.
  */
 const BATCH_QUICK_MS = 25
+
+/**
+ * Rows a finalizing write claims for its lane (see `Finalize.NextClaim`): one. The statement that frees
+ * the attempt's slot and claims the next row also takes that row's slot when it can (the PostgreSQL
+ * provider's `FusedRelease.carry`), one slot per statement, so a chain of keyed jobs costs one statement
+ * each; the lane batches its own claims as before.
+ */
+const CARRIED_CLAIM = 1
 
 /**
  * Claims up to `n` rows. Their local lease deadline counts from when the claiming statement was sent,
@@ -101,7 +109,6 @@ export const lane = (options: LaneOptions): Effect.Effect<void> =>
       }
       carried = [...jobs]
     }
-    let carriedAsked = 1
     return Effect.gen(function* () {
       while (!(yield* Deferred.isDone(state.stopping))) {
         let jobs: Array<Job> = later.splice(0)
@@ -109,7 +116,7 @@ export const lane = (options: LaneOptions): Effect.Effect<void> =>
         if (jobs.length === 0 && carried !== undefined) {
           jobs = carried
           fetched = jobs.length
-          asked = carriedAsked
+          asked = CARRIED_CLAIM
           carried = undefined
         } else if (jobs.length === 0) {
           asked = batch
@@ -135,13 +142,10 @@ export const lane = (options: LaneOptions): Effect.Effect<void> =>
           const rowKey = rowConcurrency(job)?.key
           if (rowKey !== undefined && (skipping.get(rowKey)?.until ?? 0) > (yield* Clock.currentTimeMillis)) yield* idle
           state.inFlight.add(job.id)
-          // the batch's last job: its finalizing write may claim the next batch
-          // (its size as if this last job runs as smoothly and quickly as the others did)
-          let next: NextClaim | undefined
-          if (jobs.length === 0 && later.length === 0 && carried === undefined) {
-            carriedAsked = fetched > 0 ? grown(fetched, smooth, handlersMs) : batch
-            next = { limit: carriedAsked, hint: contendedAt(yield* Clock.currentTimeMillis, rowKey), claimed }
-          }
+          // the batch's last job: its finalizing write may claim the next row (see `CARRIED_CLAIM`)
+          const next: NextClaim | undefined = jobs.length === 0 && later.length === 0 && carried === undefined
+            ? { limit: CARRIED_CLAIM, hint: contendedAt(yield* Clock.currentTimeMillis, rowKey), claimed }
+            : undefined
           const { handlerMs, outcome, waitKey } = yield* options.runner.run(job, fiber, next).pipe(
             // interrupted mid-batch: the rows not started go back to the queue with the rest
             Effect.onInterrupt(() => Effect.sync(() => later.push(...jobs.splice(0))))

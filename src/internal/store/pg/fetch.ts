@@ -19,7 +19,10 @@ import { fail, rowToJob } from "./shared.js"
 export interface ClaimCtes {
   /** `fc` (the rows picked), `fu` (their update), `fl` (their audit entries), for a `WITH` list. */
   readonly ctes: Statement.Fragment
-  /** The claimed rows (with the admin override of each one's key when the claim reads them), `FROM` what follows. */
+  /**
+   * The claimed rows, with `admin_key` / `admin_slots`: the admin override of each one's key as the
+   * claim read it (NULL when the claim does not read overrides); a relation for `FROM`.
+   */
   readonly rows: Statement.Fragment
 }
 
@@ -195,7 +198,7 @@ export const claimCtes = (
           ? sql`, a.key AS admin_key, (SELECT slots FROM warp_concurrency_limits WHERE key = a.key${
               limitsTable === "expiring" ? sql` AND (expires_at IS NULL OR expires_at > now())` : sql``
             }) AS admin_slots`
-          : sql``
+          : sql`, NULL::text AS admin_key, NULL::int AS admin_slots`
       }
       FROM fu${withLimits ? sql` CROSS JOIN LATERAL (SELECT ${sql`(fu.metadata #>> '{policies,concurrency,value,key}')`} AS key) a` : sql``})`
   }

@@ -65,15 +65,18 @@ export const finalize = (
     return fused.run(text, params).pipe(Effect.map(written), viaPool, Effect.mapError(fail("finalize")))
   }
   // with the lane's next claim: one row when it claimed none, else one per claimed row (the write's
-  // columns repeated); the claim never takes the row this statement writes
+  // columns repeated); the claim never takes the row this statement writes. The slot's release is the
+  // provider's carrying one: it may also take, on the same connection, the slot of a claimed row's key
+  // (`FusedRelease.carry`), which the row's attempt then gets from the provider without a scan.
   return Effect.flatMap(readsLimits, (limitsTable) => {
     const next = claimCtes(sql, limitsTable, workerId, claim.limit, claim.lease, claim.hint, job.id)
-    const [text, params] = sql`WITH ${write}, ${fused.statement}, ${next.ctes}
-        SELECT s.n AS warp_written, s.released AS warp_released, k.*
-        FROM (SELECT count(*)::int AS n, (SELECT released FROM r) AS released FROM u) s
-        LEFT JOIN ${next.rows} k ON true
+    const carry = fused.carry(sql`kc`)
+    const [text, params] = sql`WITH RECURSIVE ${write}, ${next.ctes}, kc AS MATERIALIZED (SELECT * FROM ${next.rows} k0), ${carry.ctes}
+        SELECT s.n AS warp_written, a.*, k.*
+        FROM (SELECT count(*)::int AS n FROM u) s CROSS JOIN ${carry.columns} a
+        LEFT JOIN kc k ON true
         ORDER BY k.schedule_time, k.id`.compile()
-    return fused.run(text, params).pipe(
+    return carry.run(text, params).pipe(
       Effect.map((rows) => {
         claim.claimed(claimedJobs(rows.filter((row: any) => row.id !== null && row.id !== undefined)))
         return Number((rows[0] as any)?.warp_written ?? 0) === 1
