@@ -99,7 +99,7 @@ export const lane = (options: LaneOptions): Effect.Effect<void> =>
       }
       return { contended: contended.slice(-MAX_CONTENDED_KEYS) }
     }
-    // the rows claimed by the last finalizing write of a batch (see `Finalize.NextClaim`): the next
+    // the row claimed by the last finalizing write of a batch (see `Finalize.NextClaim`): the next
     // batch, claimed without a statement of its own; an empty list: that claim found nothing due
     let carried: Array<Job> | undefined
     const claimed: NextClaim["claimed"] = (jobs, sentAt) => {
