@@ -1,0 +1,118 @@
+/**
+ * How long a handler runs on after its slot is lost (issue 15, deliverable 2: the lost-slot interruption,
+ * goal p99 ≤ 5 ms). One worker on PostgreSQL (the built-in store and provider) runs one keyed job at a
+ * time whose handler waits forever; once it runs, this script ends the session holding its slot
+ * (`pg_terminate_backend` of the backend that holds the slot's advisory lock, from another connection)
+ * and times, in this process, from just before the terminating statement is sent to the handler's
+ * interruption (its `onInterrupt`). The figure includes the terminating statement's own round trip, so it
+ * bounds the window from above. `TRIES` (default 100) jobs, one after another.
+ *
+ *   npm run lost-slot        (DATABASE_URL's server, a temporary database; else an embedded server)
+ *
+ * A figure, not a test: it prints p50 / p90 / p99 / max.
+ */
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Queue from "effect/Queue"
+import * as Schema from "effect/Schema"
+import pg from "pg"
+import { Concurrency, Contract, Database, Handler, JobParameters, JobStorePg, Publisher, Registry, SemaphoreProviderPg, Worker } from "warp-effect"
+import { EmbeddedPostgres } from "warp-effect/testing"
+import { lockId } from "../src/internal/semaphore/lockId.js"
+
+const TRIES = Number(process.env.TRIES ?? 100)
+
+const Hold = Contract.job("LostSlotHold", Schema.Struct({ i: Schema.Number }))
+
+/** Per try: the handler's start, then the instant (`performance.now()`) it was interrupted. */
+const started = Effect.runSync(Queue.unbounded<number>())
+const interrupted = Effect.runSync(Queue.unbounded<number>())
+
+/** Tries measured: their jobs, requeued after the slot's loss, end at once when they run again. */
+const measured = new Set<number>()
+
+const handler = Handler.job(Hold, ({ i }) =>
+  measured.has(i)
+    ? Effect.void
+    : Effect.zipRight(
+        Queue.offer(started, i),
+        Effect.never.pipe(Effect.onInterrupt(() => Effect.zipRight(Effect.sync(() => measured.add(i)), Queue.offer(interrupted, performance.now()))))
+      )
+)
+
+const percentile = (xs: ReadonlyArray<number>, p: number) => {
+  const s = [...xs].sort((a, b) => a - b)
+  return s[Math.min(s.length - 1, Math.ceil((p / 100) * s.length) - 1)]!
+}
+
+const main = async () => {
+  const given = process.env.DATABASE_URL
+  let url: string
+  let stop: () => Promise<void>
+  if (given === undefined || given === "") {
+    const server = await EmbeddedPostgres.start()
+    url = server.url
+    stop = server.stop
+  } else {
+    const name = `warp_lost_slot_${Date.now().toString(36)}`
+    const admin = new pg.Client({ connectionString: given })
+    await admin.connect()
+    await admin.query(`CREATE DATABASE ${name}`)
+    await admin.end()
+    const u = new URL(given)
+    u.pathname = `/${name}`
+    url = u.toString()
+    stop = async () => {
+      const c = new pg.Client({ connectionString: given })
+      await c.connect()
+      await c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)
+      await c.end()
+    }
+  }
+  const killer = new pg.Client({ connectionString: url })
+  await killer.connect()
+  const env = Publisher.layer.pipe(
+    Layer.provideMerge(Registry.layer({ handlers: [handler] })),
+    Layer.provideMerge(Concurrency.layer),
+    Layer.provideMerge(SemaphoreProviderPg.layer()),
+    Layer.provideMerge(JobStorePg.layer),
+    Layer.provideMerge(Database.layer(url, { maxConnections: 10 }))
+  )
+  const windows: Array<number> = []
+  const program = Effect.gen(function* () {
+    const publisher = yield* Publisher.Publisher
+    yield* Worker.make({ addons: [Concurrency.addon], concurrency: 1, pollInterval: "10 millis" })
+    for (let i = 0; i < TRIES; i++) {
+      const key = `lost-slot:${i}`
+      yield* publisher.enqueue(Hold, { i }, JobParameters.make().withMutex(key, "Wait"))
+      const running = yield* Queue.take(started)
+      if (running !== i) return yield* Effect.dieMessage(`try ${i}: job ${running} started instead`)
+      const lock = lockId(`warp:concurrency:${key}:0`)
+      const sent = performance.now()
+      const rows = yield* Effect.promise(() =>
+        killer.query(
+          `SELECT pg_terminate_backend(pid) AS ok FROM pg_locks WHERE locktype = 'advisory' AND granted AND objsubid = 1
+             AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+             AND ((classid::bigint << 32) | objid::bigint) = $1::bigint`,
+          [lock]
+        )
+      )
+      if (rows.rows.length !== 1) return yield* Effect.dieMessage(`try ${i}: the slot of ${key} is held by ${rows.rows.length} sessions`)
+      const at = yield* Queue.take(interrupted)
+      windows.push(at - sent)
+    }
+  })
+  await Effect.runPromise(Effect.scoped(program).pipe(Effect.provide(env)))
+  await killer.end()
+  await stop()
+  const f = (x: number) => `${x.toFixed(2)} ms`
+  console.log(
+    `lost-slot interruption, ${windows.length} tries (from the terminating statement's send to the handler's interruption): ` +
+      `p50 ${f(percentile(windows, 50))}, p90 ${f(percentile(windows, 90))}, p99 ${f(percentile(windows, 99))}, max ${f(Math.max(...windows))}`
+  )
+}
+
+main().catch((e) => {
+  console.error(e)
+  process.exit(1)
+})
