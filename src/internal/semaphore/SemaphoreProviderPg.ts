@@ -265,6 +265,10 @@ const sha256Int = (text: string, from: number) =>
   `('x' || encode(substr(sha256(convert_to(${text}, 'UTF8')), ${from}, 4), 'hex'))::bit(32)::int`
 /** The lock id of slot name `text` (SQL), as `lockId` computes it. */
 const sha256Id = (text: string) => `('x' || encode(substr(sha256(convert_to(${text}, 'UTF8')), 1, 8), 'hex'))::bit(64)::bigint`
+/** In the carried admission's scan: the lock id of the slot at step `s.i + 1` of the admitted name. */
+const ADMIT_SLOT_ID = sha256Id("adm.name || ':' || ((adm.off + s.i + 1) % adm.lim)")
+/** In the carried admission: the two ints of the admitted name's guard key. */
+const ADMIT_GUARD = [sha256Int("'warp:semaphore-guard:' || adm.name", 1), sha256Int("'warp:semaphore-guard:' || adm.name", 5)] as const
 
 /**
  * The prefix of the concurrency gate's slot names (`ConcurrencyBehavior.LOCK_PREFIX`, which imports
@@ -341,6 +345,19 @@ const arrayLiteral = (name: string, ids: ReadonlyArray<string>): string => {
     literalCache.set(key, literal)
   }
   return literal
+}
+
+/**
+ * A slot a carried admission took on `lane` (slot `index`, lock `id`, its fence), from the statement
+ * sent at `sentAt`, waiting since `at` (`performance.now()`) for an attempt to ask for it.
+ */
+interface HandedOver {
+  readonly lane: Lane
+  readonly id: string
+  readonly index: number
+  readonly fence: bigint | undefined
+  readonly sentAt: number
+  readonly at: number
 }
 
 /** A connection holding slots: its own for one slot by default, shared when multiplexing. */
@@ -498,8 +515,7 @@ export const make = (options: PgProviderOptions = {}): Effect.Effect<SemaphorePr
       const [g1, g2] = guardOf(name)
       const key = sql`(c.metadata #>> '{policies,concurrency,value,key}')`
       const lim = sql`(c.metadata #>> '{policies,concurrency,value,limit}')`
-      const slotAt = "adm.name || ':' || ((adm.off + s.i + 1) % adm.lim)"
-      const guardOfAdm = (from: number) => sha256Int("'warp:semaphore-guard:' || adm.name", from)
+      const slotId = sql.literal(ADMIT_SLOT_ID)
       const gone = markers
         ? sql`, mark AS (
   INSERT INTO warp_semaphore_marker (lock_id, holder, until)
@@ -523,22 +539,22 @@ export const make = (options: PgProviderOptions = {}): Effect.Effect<SemaphorePr
   SELECT count(pg_advisory_xact_lock(x.k1, x.k2)) AS n FROM (
     SELECT k1, k2 FROM (
       SELECT ${g1}::int AS k1, ${g2}::int AS k2
-      UNION SELECT ${sql.literal(guardOfAdm(1))}, ${sql.literal(guardOfAdm(5))} FROM adm
+      UNION SELECT ${sql.literal(ADMIT_GUARD[0])}, ${sql.literal(ADMIT_GUARD[1])} FROM adm
     ) u ORDER BY k1, k2
   ) x
 ), scan(i, got, id) AS (
   SELECT -1, false, NULL::bigint FROM adm, guards
   UNION ALL
   SELECT s.i + 1,
-         CASE WHEN NOT pg_try_advisory_lock(${sql.literal(sha256Id(slotAt))}) THEN false${
+         CASE WHEN NOT pg_try_advisory_lock(${slotId}) THEN false${
            markers
              ? sql`
-              WHEN warp_semaphore_marker_blocks(${sql.literal(sha256Id(slotAt))}, ${token}::text)
-              THEN NOT pg_advisory_unlock(${sql.literal(sha256Id(slotAt))})`
+              WHEN warp_semaphore_marker_blocks(${slotId}, ${token}::text)
+              THEN NOT pg_advisory_unlock(${slotId})`
              : sql``
          }
               ELSE true END,
-         ${sql.literal(sha256Id(slotAt))}
+         ${slotId}
   FROM scan s, adm WHERE NOT s.got AND s.i + 1 < adm.lim
 )${gone}, r AS (
   SELECT pg_advisory_unlock(${id}::bigint) AS released FROM guards
@@ -841,7 +857,7 @@ SELECT released, ${markers} AND set_config('synchronous_commit', 'off', true) IS
      * (`tryAcquire` hands it over when its index is under the limit asked) or they are left unasked for
      * `ADOPT_WITHIN_MS` (then released).
      */
-    const handedOver = new Map<string, Array<{ readonly lane: Lane; readonly id: string; readonly index: number; readonly fence: bigint | undefined; readonly sentAt: number; readonly at: number }>>()
+    const handedOver = new Map<string, Array<HandedOver>>()
     const adopt = (lane: Lane, name: string, id: string, index: number, fence: bigint | undefined, sentAt: number) => {
       lane.held.add(id)
       const list = handedOver.get(name) ?? []
@@ -861,7 +877,7 @@ SELECT released, ${markers} AND set_config('synchronous_commit', 'off', true) IS
         return Effect.succeed(Option.some(holding(h!.lane, name, h!.id, h!.index, h!.fence, lapsedCheck(h!.lane, h!.sentAt))))
       })
     /** Releases a handed-over slot nobody took (or whose lane died). */
-    const dropHandedOver = (name: string, h: { readonly lane: Lane; readonly id: string; readonly index: number; readonly fence: bigint | undefined; readonly sentAt: number }) =>
+    const dropHandedOver = (name: string, h: HandedOver) =>
       holding(h.lane, name, h.id, h.index, h.fence, Effect.succeed(true)).release
     /** Releases the handed-over slots left unasked for `ADOPT_WITHIN_MS` (from the watchdog's tick). */
     const sweepHandedOver = Effect.suspend(() => {
