@@ -81,9 +81,10 @@ describe("crash: kill -9 mid-attempt", () => {
         const recovered = d.logs.find((l) => l.kind === "Recovered")
         expect(recovered, JSON.stringify(d.logs)).toBeDefined()
         expect(recovered!.message).toMatch(/^Lease expired; attempt 2 claimed by crash-rescuer\//)
-        // recovered only once the lease had run out
+        // recovered only once the lease had run out: the claim's entry is stamped with the instant its
+        // lease counts from (timestamps read at millisecond precision)
         const claimed = d.logs.find((l) => l.kind === "Processing")!
-        expect(recovered!.at.getTime() - claimed.at.getTime()).toBeGreaterThanOrEqual(LEASE_MS - 50)
+        expect(recovered!.at.getTime() - claimed.at.getTime()).toBeGreaterThanOrEqual(LEASE_MS - 1)
         expect(d.logs.filter((l) => l.kind === "Succeeded").length).toBe(1)
       }
 

@@ -30,7 +30,10 @@ export interface ClaimCtes {
  * The claim of up to `limit` due rows for `workerId` with a lease of `lease`, honouring `hint`, as
  * common table expressions that another statement may carry (the finalizing statement of an attempt
  * on a held slot's connection does, see `./finalize.ts`); `excluding`: a row the carrying statement
- * writes itself, never claimed by it (one statement cannot update a row twice).
+ * writes itself, never claimed by it (one statement cannot update a row twice). The claim's trail
+ * entry is stamped with the statement's `now()`, the instant its lease counts from (the log's default,
+ * `clock_timestamp()`, falls later by the statement's planning and run time): a `Recovered` entry is
+ * therefore never less than a lease after the claim it recovers.
  */
 export const claimCtes = (
   sql: SqlClient.SqlClient,
@@ -186,8 +189,8 @@ export const claimCtes = (
         FROM fc WHERE j.id = fc.id
         RETURNING j.*, fc.prev_state
       ), fl AS (
-        INSERT INTO warp_job_logs (job_id, kind, message)
-        SELECT id,
+        INSERT INTO warp_job_logs (job_id, at, kind, message)
+        SELECT id, now(),
                CASE WHEN prev_state = 'Processing' THEN 'Recovered' ELSE 'Processing' END,
                CASE WHEN prev_state = 'Processing' THEN 'Lease expired; attempt ' || attempt || ' claimed by ' || locked_by
                     ELSE 'Attempt ' || attempt || ' claimed by ' || locked_by END
