@@ -264,6 +264,36 @@ describe("PostgreSQL: the slot's release inside the finalizing statement", () =>
       expect(yield* slotHolders(LOCK_PREFIX + k, 2)).toEqual([])
     }).pipe(Effect.scoped))
 
+  it.live("a chain of one key: the statement that frees the slot takes it again for the key's next row and leaves its fresh marker unwritten", () =>
+    Effect.gen(function* () {
+      const { provider, store } = yield* build(true)
+      const k = key("chain")
+      const name = LOCK_PREFIX + k
+      const job = yield* claimOne(store)
+      const scope = yield* Scope.make()
+      const slot = Option.getOrThrow(yield* Scope.extend(provider.tryAcquire(name, 1, 0), scope))
+      const [holderPid] = yield* slotHolders(name, 1)
+      const marker = () =>
+        sqlOf<{ holder: string; version: string }>(`SELECT holder, xmin::text AS version FROM warp_semaphore_marker WHERE lock_id = $1::bigint`, [lockId(slotName(name, 0))])
+      const [before] = yield* marker()
+      expect(before).toBeDefined()
+      const b = yield* keyedRow(store, k, 1)
+      let got: ReadonlyArray<{ id: string }> = []
+      const claim = { limit: 1, lease, hint: { contended: [] }, claimed: (jobs: ReadonlyArray<any>) => void (got = jobs) }
+      expect(yield* store.finalize({ job, workerId: "w1", outcome: Outcome.Succeeded(), metadata: {}, release: fusedRelease(slot), claim })).toBe(true)
+      expect(got.map((j) => j.id)).toEqual([b])
+      // the same slot, on the same connection, its marker the same row version (not rewritten)
+      expect(yield* slotHolders(name, 1)).toEqual([holderPid])
+      expect(yield* marker()).toEqual([before])
+      yield* Scope.close(scope, Exit.void)
+      const attempt = yield* Scope.make()
+      expect(Option.getOrThrow(yield* Scope.extend(provider.tryAcquire(name, 1, 0), attempt)).index).toBe(0)
+      expect(yield* slotHolders(name, 1)).toEqual([holderPid])
+      yield* Scope.close(attempt, Exit.void)
+      expect(yield* slotHolders(name, 1)).toEqual([])
+      expect(yield* marker()).toEqual([])
+    }).pipe(Effect.scoped))
+
   it.live("a slot taken for a claimed row that no attempt asks for is released; a full key is not taken", () =>
     Effect.gen(function* () {
       const { job, provider, scope, slot, store } = yield* claimAndHold(true, "unasked")

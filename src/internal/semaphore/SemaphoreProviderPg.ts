@@ -151,6 +151,16 @@ export interface PgProviderOptions {
  * matters only for a holder paused across the crash).
  */
 const slotAt = "($1::bigint[])[1 + (($2::int + i + 1) % $3::int)]"
+
+/**
+ * When a slot taken already has a marker, whether the upsert rewrites it: when it names another
+ * holder, or names this one but expires sooner than seven eighths of a fresh marker's life. A lane
+ * that takes again the slot it holds or has just released in the same statement (a chain of one key's
+ * jobs) then writes its marker only about once per eighth of its life instead of once per job; the
+ * ping renews it meanwhile. The holder counts its slot as lapsed three quarters of the life after the
+ * statement that took it, before any marker it left can expire.
+ */
+const MARKER_STALE = "warp_semaphore_marker.holder <> EXCLUDED.holder OR warp_semaphore_marker.until < EXCLUDED.until - (EXCLUDED.until - clock_timestamp()) / 8"
 const scanText = (markers: boolean) => `
 WITH RECURSIVE scan(i, got, id) AS (
   SELECT -1, false, NULL::bigint FROM (SELECT pg_advisory_xact_lock($4::int, $5::int)) AS guard
@@ -173,6 +183,7 @@ WITH RECURSIVE scan(i, got, id) AS (
   SELECT id, $8::text, clock_timestamp() + $9::float8 * interval '1 millisecond'
   FROM scan WHERE got AND set_config('synchronous_commit', 'off', true) IS NOT NULL
   ON CONFLICT (lock_id) DO UPDATE SET holder = EXCLUDED.holder, until = EXCLUDED.until
+  WHERE ${MARKER_STALE}
 )`
     : ""
 }
@@ -521,6 +532,7 @@ export const make = (options: PgProviderOptions = {}): Effect.Effect<SemaphorePr
   INSERT INTO warp_semaphore_marker (lock_id, holder, until)
   SELECT id, ${token}::text, clock_timestamp() + ${deadlineMs}::float8 * interval '1 millisecond' FROM scan WHERE got
   ON CONFLICT (lock_id) DO UPDATE SET holder = EXCLUDED.holder, until = EXCLUDED.until
+  WHERE ${sql.literal(MARKER_STALE)}
 ), warp_marker_gone AS (
   DELETE FROM warp_semaphore_marker WHERE lock_id = ${id}::bigint AND holder = ${token}::text
     AND NOT EXISTS (SELECT 1 FROM scan WHERE got AND scan.id = ${id}::bigint)
