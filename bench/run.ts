@@ -525,13 +525,24 @@ const runOn = async (kind: "fast" | "durable") => {
           const stat = (keys: number) => {
             const rs = got.get(keys)!
             const all = rs.flatMap((r) => r.samples)
-            return { p50: median(all), p99: percentile(all, 99), claims: all.length, empty: rs.reduce((a, r) => a + r.empty, 0), blockP50: rs.map((r) => median(r.samples)), insertSeconds: rigs.get(keys)!.insertSeconds, waitingBefore: waitingBefore.get(keys)! }
+            const kinds = [...new Set(rs.flatMap((r) => Object.keys(r.byKind ?? {})))]
+            const byKind = Object.fromEntries(
+              kinds.map((k) => {
+                const xs = rs.flatMap((r) => r.byKind?.[k] ?? [])
+                return [k, { claims: xs.length, p50: median(xs), p99: percentile(xs, 99) }]
+              })
+            )
+            return { p50: median(all), p99: percentile(all, 99), claims: all.length, empty: rs.reduce((a, r) => a + r.empty, 0), blockP50: rs.map((r) => median(r.samples)), insertSeconds: rigs.get(keys)!.insertSeconds, waitingBefore: waitingBefore.get(keys)!, ...(kinds.length > 0 ? { byKind } : {}) }
           }
           const a = { ...stat(hi), waitingAfter: await rigs.get(hi)!.waiting() }
           const z = { ...stat(lo), waitingAfter: await rigs.get(lo)!.waiting() }
           const ratio = a.p50 / z.p50
           const paired = median(a.blockP50.map((x, k) => x / z.blockP50[k]!))
           log(`   ${s}: p50 / p99 ${fmt(a.p50)} / ${fmt(a.p99)} ms at ${hi} keys (${a.claims} claims, ${a.empty} empty), ${fmt(z.p50)} / ${fmt(z.p99)} ms at ${lo} keys (${z.claims}, ${z.empty} empty): ratio ${fmt(ratio)} (per block ${fmt(paired)})`)
+          for (const [k, v] of Object.entries(a.byKind ?? {})) {
+            const w = z.byKind?.[k]
+            log(`      ${k} claims: p50 / p99 ${fmt(v.p50)} / ${fmt(v.p99)} ms at ${hi} keys (${v.claims}), ${w === undefined ? "none" : `${fmt(w.p50)} / ${fmt(w.p99)} ms`} at ${lo} keys (${w?.claims ?? 0})`)
+          }
           out[s] = { [hi]: a, [lo]: z, p50Ratio: ratio, p50RatioPairedBlocks: paired, p99Ratio: a.p99 / z.p99 }
           rows.push({
             scenario: `10 claim latency, ${jobs.toLocaleString("en-US")} waiting`,

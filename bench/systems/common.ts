@@ -152,6 +152,8 @@ export interface ClaimBlock {
   readonly completed: number
   /** Worst number of handlers of one key running at once. */
   readonly maxHolders: number
+  /** The samples by where each claim ran (this project: `own` fetches and `carried` claims), when told. */
+  readonly byKind?: Readonly<Record<string, ReadonlyArray<number>>>
 }
 
 /** A written backlog, measured in blocks (so that two backlogs can be measured alternately). */
@@ -173,13 +175,18 @@ export class ClaimTimer {
     private readonly warmup: number,
     private readonly claims: number
   ) {}
-  record(ms: number, rows: number) {
+  /** Samples by where the claim ran (a system that claims in one place only records none). */
+  readonly byKind: Record<string, Array<number>> = {}
+  record(ms: number, rows: number, kind?: string) {
     if (rows === 0) {
       this.empty++
       return
     }
     this.seen++
-    if (this.seen > this.warmup && this.samples.length < this.claims) this.samples.push(ms)
+    if (this.seen > this.warmup && this.samples.length < this.claims) {
+      this.samples.push(ms)
+      if (kind !== undefined) (this.byKind[kind] ??= []).push(ms)
+    }
   }
   get done() {
     return this.samples.length >= this.claims

@@ -352,12 +352,31 @@ export const claimLatency = async (url: string, spec: ClaimSpec): Promise<ClaimR
       Effect.scoped(
         Effect.gen(function* () {
           const store = yield* JobStore
+          // a claim is timed wherever it runs: a lane's own fetch, or the claim a keyed attempt's
+          // finalizing statement carries (timed from the write's call to the statement's answer, so it
+          // includes the write and the slot's release it shares a statement with)
           const timed: typeof store = {
             ...store,
             fetch: (workerId, limit, lease, hint) =>
               Effect.suspend(() => {
                 const started = performance.now()
-                return Effect.tap(store.fetch(workerId, limit, lease, hint), (rows) => Effect.sync(() => timer.record(performance.now() - started, rows.length)))
+                return Effect.tap(store.fetch(workerId, limit, lease, hint), (rows) => Effect.sync(() => timer.record(performance.now() - started, rows.length, "own")))
+              }),
+            finalize: (f) =>
+              Effect.suspend(() => {
+                const carried = f.claim
+                if (carried === undefined) return store.finalize(f)
+                const started = performance.now()
+                return store.finalize({
+                  ...f,
+                  claim: {
+                    ...carried,
+                    claimed: (jobs) => {
+                      timer.record(performance.now() - started, jobs.length, "carried")
+                      carried.claimed(jobs)
+                    }
+                  }
+                })
               })
           }
           const started = performance.now()
@@ -366,7 +385,7 @@ export const claimLatency = async (url: string, spec: ClaimSpec): Promise<ClaimR
         })
       ).pipe(Effect.provide(env(url, handlers, spec.workers * 2 + 4)))
     )
-    return { samples: timer.samples, empty: timer.empty, completed: holders.completed - completed, maxHolders: holders.max }
+    return { samples: timer.samples, empty: timer.empty, completed: holders.completed - completed, maxHolders: holders.max, byKind: timer.byKind }
   }
   return { insertSeconds, waiting, block }
 }
