@@ -15,7 +15,7 @@ import { Outcome } from "../../src/internal/job/Outcome.js"
 import { lockId } from "../../src/internal/semaphore/lockId.js"
 import { SemaphoreProvider, slotName } from "../../src/internal/semaphore/SemaphoreProvider.js"
 import { LOCK_PREFIX } from "../../src/internal/concurrency/ConcurrencyBehavior.js"
-import { fusedRelease, LOCK_PREFIX as CARRIED_PREFIX } from "../../src/internal/semaphore/SemaphoreProviderPg.js"
+import { fusedRelease, guardOf, LOCK_PREFIX as CARRIED_PREFIX, sha256Id, sha256Int } from "../../src/internal/semaphore/SemaphoreProviderPg.js"
 import { JobStore } from "../../src/internal/store/JobStore.js"
 import { sharedDatabase } from "./pg.js"
 
@@ -234,6 +234,22 @@ describe("PostgreSQL: the slot's release inside the finalizing statement", () =>
   it("the carried admission names slots as the concurrency gate does", () => {
     expect(CARRIED_PREFIX).toBe(LOCK_PREFIX)
   })
+
+  it.live("the carried admission's SQL computes the lock ids and guard keys the provider computes in JavaScript", () =>
+    Effect.gen(function* () {
+      const names = [LOCK_PREFIX + "plain", LOCK_PREFIX + "ключ:é 🚀", LOCK_PREFIX + "x".repeat(300), LOCK_PREFIX]
+      for (const name of names) {
+        for (const index of [0, 1, 7, 4095]) {
+          const [row] = yield* sqlOf<{ id: string; g1: number; g2: number }>(
+            `SELECT (${sha256Id("$1::text || ':' || $2::int")})::text AS id,
+                    ${sha256Int("'warp:semaphore-guard:' || $1::text", 1)} AS g1, ${sha256Int("'warp:semaphore-guard:' || $1::text", 5)} AS g2`,
+            [name, index]
+          )
+          expect(row!.id).toBe(lockId(slotName(name, index)))
+          expect([row!.g1, row!.g2]).toEqual([...guardOf(name)])
+        }
+      }
+    }))
 
   it.live("the statement that frees a slot and claims a keyed row takes that row's slot on the same connection; the next tryAcquire of the name gets it without a scan", () =>
     Effect.gen(function* () {

@@ -112,7 +112,8 @@ export interface PgProviderOptions {
    * Lock-delay (default on): a slot whose holder lost it without releasing it (its connection died)
    * is not granted again until that holder has released it — its scope closed, so its handler has
    * stopped — or `deadline` after the holder's last renewal. Costs a row write per acquisition and per
-   * release (in the same statements) and one per held connection per ping. Off, a lost slot is
+   * release (in the same statements; a statement that frees a slot and takes it again rewrites its
+   * marker only when it has aged an eighth of its life) and one per held connection per ping. Off, a lost slot is
    * granted again as soon as PostgreSQL frees its lock, while its old holder may run on until it
    * notices (milliseconds; up to `deadline` for a process that is paused or cut off).
    */
@@ -272,10 +273,10 @@ export interface FusedRelease {
 const ADOPT_WITHIN_MS = 500
 
 /** The 32-bit ints at `from` (1-based byte) of the SHA-256 of `text` (SQL), as `guardKey` reads them. */
-const sha256Int = (text: string, from: number) =>
+export const sha256Int = (text: string, from: number) =>
   `('x' || encode(substr(sha256(convert_to(${text}, 'UTF8')), ${from}, 4), 'hex'))::bit(32)::int`
 /** The lock id of slot name `text` (SQL), as `lockId` computes it. */
-const sha256Id = (text: string) => `('x' || encode(substr(sha256(convert_to(${text}, 'UTF8')), 1, 8), 'hex'))::bit(64)::bigint`
+export const sha256Id = (text: string) => `('x' || encode(substr(sha256(convert_to(${text}, 'UTF8')), 1, 8), 'hex'))::bit(64)::bigint`
 /** In the carried admission's scan: the lock id of the slot at step `s.i + 1` of the admitted name. */
 const ADMIT_SLOT_ID = sha256Id("adm.name || ':' || ((adm.off + s.i + 1) % adm.lim)")
 /** In the carried admission: the two ints of the admitted name's guard key. */
