@@ -9,7 +9,11 @@
  *
  *   npm run lost-slot        (DATABASE_URL's server, a temporary database; else an embedded server)
  *
- * A figure, not a test: it prints p50 / p90 / p99 / max.
+ * A figure, not a test: it prints p50 / p90 / p99 / max. It then prints the floor under that figure: the
+ * same terminating statement, sent the same way, against a bare `pg` client holding the same kind of
+ * advisory lock, timed to the driver's own `end`/`error` event (the event the provider listens to). The
+ * difference between the two is this project's part of the window; the floor is PostgreSQL's and the
+ * driver's (the statement's scan of `pg_locks`, the backend's exit, the socket's close).
  */
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
@@ -39,6 +43,39 @@ const handler = Handler.job(Hold, ({ i }) =>
         Effect.never.pipe(Effect.onInterrupt(() => Effect.zipRight(Effect.sync(() => measured.add(i)), Queue.offer(interrupted, performance.now()))))
       )
 )
+
+/** Ends the session holding the advisory lock `lock` (a two-int lock, as the provider takes), from `killer`. */
+const terminateHolder = (killer: pg.Client, lock: string) =>
+  killer.query(
+    `SELECT pg_terminate_backend(pid) AS ok FROM pg_locks WHERE locktype = 'advisory' AND granted AND objsubid = 1
+       AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+       AND ((classid::bigint << 32) | objid::bigint) = $1::bigint`,
+    [lock]
+  )
+
+/**
+ * The floor: per try, a bare client takes the advisory lock `lock` (as `pg_advisory_lock(bigint)`
+ * does: `objsubid` 1) and is terminated by {@link terminateHolder}; timed from the statement's send to
+ * the client's first `end` or `error` event.
+ */
+const floor = async (url: string, killer: pg.Client, tries: number): Promise<Array<number>> => {
+  const out: Array<number> = []
+  for (let i = 0; i < tries; i++) {
+    const lock = lockId(`warp:concurrency:lost-slot-floor:${i}:0`)
+    const holder = new pg.Client({ connectionString: url })
+    await holder.connect()
+    await holder.query("SELECT pg_advisory_lock($1::bigint)", [lock])
+    const ended = new Promise<number>((resolve) => {
+      holder.on("end", () => resolve(performance.now()))
+      holder.on("error", () => resolve(performance.now()))
+    })
+    const sent = performance.now()
+    const rows = await terminateHolder(killer, lock)
+    if (rows.rows.length !== 1) throw new Error(`floor try ${i}: the lock is held by ${rows.rows.length} sessions`)
+    out.push((await ended) - sent)
+  }
+  return out
+}
 
 const percentile = (xs: ReadonlyArray<number>, p: number) => {
   const s = [...xs].sort((a, b) => a - b)
@@ -89,27 +126,21 @@ const main = async () => {
       if (running !== i) return yield* Effect.dieMessage(`try ${i}: job ${running} started instead`)
       const lock = lockId(`warp:concurrency:${key}:0`)
       const sent = performance.now()
-      const rows = yield* Effect.promise(() =>
-        killer.query(
-          `SELECT pg_terminate_backend(pid) AS ok FROM pg_locks WHERE locktype = 'advisory' AND granted AND objsubid = 1
-             AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
-             AND ((classid::bigint << 32) | objid::bigint) = $1::bigint`,
-          [lock]
-        )
-      )
+      const rows = yield* Effect.promise(() => terminateHolder(killer, lock))
       if (rows.rows.length !== 1) return yield* Effect.dieMessage(`try ${i}: the slot of ${key} is held by ${rows.rows.length} sessions`)
       const at = yield* Queue.take(interrupted)
       windows.push(at - sent)
     }
   })
   await Effect.runPromise(Effect.scoped(program).pipe(Effect.provide(env)))
+  const floors = await floor(url, killer, TRIES)
   await killer.end()
   await stop()
   const f = (x: number) => `${x.toFixed(2)} ms`
-  console.log(
-    `lost-slot interruption, ${windows.length} tries (from the terminating statement's send to the handler's interruption): ` +
-      `p50 ${f(percentile(windows, 50))}, p90 ${f(percentile(windows, 90))}, p99 ${f(percentile(windows, 99))}, max ${f(Math.max(...windows))}`
-  )
+  const summary = (xs: ReadonlyArray<number>) =>
+    `p50 ${f(percentile(xs, 50))}, p90 ${f(percentile(xs, 90))}, p99 ${f(percentile(xs, 99))}, max ${f(Math.max(...xs))}`
+  console.log(`lost-slot interruption, ${windows.length} tries (from the terminating statement's send to the handler's interruption): ${summary(windows)}`)
+  console.log(`floor, ${floors.length} tries (the same statement against a bare client holding an advisory lock, to its driver's end/error event): ${summary(floors)}`)
 }
 
 main().catch((e) => {
