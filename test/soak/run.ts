@@ -5,7 +5,7 @@
  * Flags: --processes 4 --fibers 6 --jobs 100000 --keys 100 --fault-every-ms 2000
  *        --kill 1 --terminate 1 --interrupt 1 (fault weights; 0 disables a kind)
  *        --max-handler-ms 4 --fail-rate 0.01 --ping-ms 100 --lease-ms 4000 --poll-ms 20
- *        --timeout-ms 840000 --seed 1 --keep (keep the database) --slot-reuse (workers reuse Wait-mode slots)
+ *        --timeout-ms 1800000 --seed 1 --keep (keep the database) --slot-reuse (workers reuse Wait-mode slots)
  *        --provider redis (Redis leases at REDIS_URL, default redis://127.0.0.1:6379) --redis-lease-ms 2000
  *        --group-keys 4 --group-total 3 (keys under one total cap; 0: none) --cancel-running-keys 3 (0: none)
  *        --cap-share 0.1 (share of the jobs on those keys) --group-ms 40 --cancel-running-ms 100 (their handler times) --cancel-check-ms 50
