@@ -9,11 +9,15 @@
  *
  *   npm run lost-slot        (DATABASE_URL's server, a temporary database; else an embedded server)
  *
- * A figure, not a test: it prints p50 / p90 / p99 / max. It then prints the floor under that figure: the
- * same terminating statement, sent the same way, against a bare `pg` client holding the same kind of
- * advisory lock, timed to the driver's own `end`/`error` event (the event the provider listens to). The
- * difference between the two is this project's part of the window; the floor is PostgreSQL's and the
- * driver's (the statement's scan of `pg_locks`, the backend's exit, the socket's close).
+ * A figure, not a test: it prints p50 / p90 / p99 / max. Every other try ends the session at once when
+ * the handler starts, the others `SETTLE_MS` (default 50) later, and the two are printed apart: at its
+ * start the window also holds the work around the attempt's start (the claim's and the slot's writes,
+ * the previous attempt's ends), later only the loss itself. It then prints the floor under those figures,
+ * measured the same way while the worker still runs: the same terminating statement against a bare `pg`
+ * client holding the same kind of advisory lock, timed to the driver's own `end`/`error` event (the event
+ * the provider listens to). The difference is this project's part of the window; the floor is
+ * PostgreSQL's, the driver's and the process's (the statement's scan of `pg_locks`, the backend's exit,
+ * the event loop's turn).
  */
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
@@ -25,6 +29,9 @@ import { EmbeddedPostgres } from "warp-effect/testing"
 import { lockId } from "../src/internal/semaphore/lockId.js"
 
 const TRIES = Number(process.env.TRIES ?? 100)
+const SETTLE_MS = Number(process.env.SETTLE_MS ?? 50)
+/** The wait before try `i`'s termination: none for even tries, `SETTLE_MS` for odd ones. */
+const settleOf = (i: number) => (i % 2 === 0 ? 0 : SETTLE_MS)
 
 const Hold = Contract.job("LostSlotHold", Schema.Struct({ i: Schema.Number }))
 
@@ -58,8 +65,8 @@ const terminateHolder = (killer: pg.Client, lock: string) =>
  * does: `objsubid` 1) and is terminated by {@link terminateHolder}; timed from the statement's send to
  * the client's first `end` or `error` event.
  */
-const floor = async (url: string, killer: pg.Client, tries: number): Promise<Array<number>> => {
-  const out: Array<number> = []
+const floor = async (url: string, killer: pg.Client, tries: number): Promise<Array<[settle: number, ms: number]>> => {
+  const out: Array<[number, number]> = []
   for (let i = 0; i < tries; i++) {
     const lock = lockId(`warp:concurrency:lost-slot-floor:${i}:0`)
     const holder = new pg.Client({ connectionString: url })
@@ -69,10 +76,11 @@ const floor = async (url: string, killer: pg.Client, tries: number): Promise<Arr
       holder.on("end", () => resolve(performance.now()))
       holder.on("error", () => resolve(performance.now()))
     })
+    await new Promise((resolve) => setTimeout(resolve, settleOf(i)))
     const sent = performance.now()
     const rows = await terminateHolder(killer, lock)
     if (rows.rows.length !== 1) throw new Error(`floor try ${i}: the lock is held by ${rows.rows.length} sessions`)
-    out.push((await ended) - sent)
+    out.push([settleOf(i), (await ended) - sent])
   }
   return out
 }
@@ -115,7 +123,8 @@ const main = async () => {
     Layer.provideMerge(JobStorePg.layer),
     Layer.provideMerge(Database.layer(url, { maxConnections: 10 }))
   )
-  const windows: Array<number> = []
+  const windows: Array<[settle: number, ms: number]> = []
+  let floors: Array<[settle: number, ms: number]> = []
   const program = Effect.gen(function* () {
     const publisher = yield* Publisher.Publisher
     yield* Worker.make({ addons: [Concurrency.addon], concurrency: 1, pollInterval: "10 millis" })
@@ -124,23 +133,31 @@ const main = async () => {
       yield* publisher.enqueue(Hold, { i }, JobParameters.make().withMutex(key, "Wait"))
       const running = yield* Queue.take(started)
       if (running !== i) return yield* Effect.dieMessage(`try ${i}: job ${running} started instead`)
+      yield* Effect.sleep(settleOf(i))
       const lock = lockId(`warp:concurrency:${key}:0`)
       const sent = performance.now()
       const rows = yield* Effect.promise(() => terminateHolder(killer, lock))
       if (rows.rows.length !== 1) return yield* Effect.dieMessage(`try ${i}: the slot of ${key} is held by ${rows.rows.length} sessions`)
       const at = yield* Queue.take(interrupted)
-      windows.push(at - sent)
+      windows.push([settleOf(i), at - sent])
     }
+    // the floor, while the worker still runs (its lane idle, polling)
+    floors = yield* Effect.promise(() => floor(url, killer, TRIES))
   })
   await Effect.runPromise(Effect.scoped(program).pipe(Effect.provide(env)))
-  const floors = await floor(url, killer, TRIES)
   await killer.end()
   await stop()
   const f = (x: number) => `${x.toFixed(2)} ms`
   const summary = (xs: ReadonlyArray<number>) =>
     `p50 ${f(percentile(xs, 50))}, p90 ${f(percentile(xs, 90))}, p99 ${f(percentile(xs, 99))}, max ${f(Math.max(...xs))}`
-  console.log(`lost-slot interruption, ${windows.length} tries (from the terminating statement's send to the handler's interruption): ${summary(windows)}`)
-  console.log(`floor, ${floors.length} tries (the same statement against a bare client holding an advisory lock, to its driver's end/error event): ${summary(floors)}`)
+  const of = (xs: ReadonlyArray<[number, number]>, settle: number) => xs.filter(([s]) => s === settle).map(([, ms]) => ms)
+  for (const settle of [0, SETTLE_MS]) {
+    const w = of(windows, settle)
+    const fl = of(floors, settle)
+    const when = settle === 0 ? "at the handler's start" : `${settle} ms after the handler's start`
+    console.log(`lost-slot interruption ${when}, ${w.length} tries (from the terminating statement's send to the handler's interruption): ${summary(w)}`)
+    console.log(`  floor, ${fl.length} tries (the same statement against a bare client holding an advisory lock, to its driver's end/error event): ${summary(fl)}`)
+  }
 }
 
 main().catch((e) => {
