@@ -13,9 +13,9 @@
  */
 import * as PgClient from "@effect/sql-pg/PgClient"
 import * as Effect from "effect/Effect"
-import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
 import * as Redacted from "effect/Redacted"
+import * as Result from "effect/Result"
 import * as Schema from "effect/Schema"
 import { writeFileSync } from "node:fs"
 import { Session } from "node:inspector/promises"
@@ -87,7 +87,7 @@ const main = async () => {
           // the payload check alone, on payloads of the same shape (after the call: warm like it)
           const again = Array.from({ length: BATCH }, (_, i) => ({ i: -i }))
           const t1 = performance.now()
-          for (const p of again) if (Either.isLeft(PayloadCodec.encode("Publisher.enqueueMany", BenchJob, p))) throw new Error("invalid")
+          for (const p of again) if (Result.isFailure(PayloadCodec.encode("Publisher.enqueueMany", BenchJob, p))) throw new Error("invalid")
           const checkMs = performance.now() - t1
           calls.push({ wallMs, cpuMs: (cpu.user + cpu.system) / 1000, checkMs })
           console.error(`call ${c + 1}: ${wallMs.toFixed(1)} ms wall, ${((cpu.user + cpu.system) / 1000).toFixed(1)} ms CPU; payload check alone ${checkMs.toFixed(1)} ms`)

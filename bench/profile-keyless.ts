@@ -5,7 +5,7 @@
  * postgres://postgres@127.0.0.1:5432/test), and prints one JSON line: jobs/s, CPU ms per job of this
  * process, event-loop utilization, transactions and row writes per job (`pg_stat_database` /
  * `pg_stat_user_tables` deltas, also by table), and the statements the worker sent per job, by statement, with their
- * mean round-trip time (counted in this process by wrapping `pg`'s `Client.query`).
+ * mean round-trip time (counted in this process on the wire of its connections: lib/wireStats.ts).
  *
  *   npx tsx profile-keyless.ts
  *
@@ -26,7 +26,6 @@ import * as Redacted from "effect/Redacted"
 import * as Schema from "effect/Schema"
 import { writeFileSync } from "node:fs"
 import { Session } from "node:inspector/promises"
-import { createRequire } from "node:module"
 import { performance } from "node:perf_hooks"
 import * as Concurrency from "../src/internal/concurrency/ConcurrencyAddon.js"
 import * as Contract from "../src/internal/job/Contract.js"
@@ -43,6 +42,7 @@ import * as JobStoreMemory from "../src/internal/store/JobStoreMemory.js"
 import * as JobStorePg from "../src/internal/store/JobStorePg.js"
 import * as Worker from "../src/internal/worker/Worker.js"
 import { createDatabase, diffCounters, dropDatabase, readCounters, readTableWrites } from "./lib/server.js"
+import { WireStats } from "./lib/wireStats.js"
 
 const JOBS = Number(process.env.PROFILE_JOBS ?? 2000)
 const SERVER = process.env.PROFILE_URL ?? "postgres://postgres@127.0.0.1:5432/test"
@@ -57,17 +57,7 @@ const KEYS = Number(process.env.PROFILE_KEYS ?? 0)
 const LIMIT = Number(process.env.PROFILE_LIMIT ?? 1)
 const REUSE = process.env.PROFILE_REUSE === "1" ? { slotReuse: {} } : {}
 
-// --- statement counting: the `pg` the library's PgClient uses (the root's, not bench/node_modules') ---
-const rootRequire = createRequire(createRequire(import.meta.url).resolve("../node_modules/@effect/sql-pg/package.json"))
-const pg = rootRequire("pg")
-interface Stat {
-  n: number
-  rows: number
-  ms: number
-  empty: number
-}
-const stats = new Map<string, Stat>()
-let counting = false
+// --- statement counting: on the wire of the worker's connections (lib/wireStats.ts) ---
 /** A statement's class: its first words, whitespace collapsed, literal numbers out. */
 const classOf = (text: string): string => {
   const t = text.replace(/\s+/g, " ").trim()
@@ -77,28 +67,7 @@ const classOf = (text: string): string => {
   if (t.includes("UPDATE warp_jobs SET state = $1, metadata")) return `finalize (finalize.ts)${t.includes("released") ? " + fused release" : ""}`
   return t.slice(0, 70)
 }
-const origQuery = pg.Client.prototype.query
-pg.Client.prototype.query = function (this: unknown, ...args: Array<any>) {
-  if (!counting) return origQuery.apply(this, args)
-  const first = args[0]
-  const text: string | undefined = typeof first === "string" ? first : typeof first?.text === "string" ? first.text : undefined
-  const cbIndex = args.findIndex((a) => typeof a === "function")
-  if (text === undefined || cbIndex < 0) return origQuery.apply(this, args)
-  const k = classOf(text)
-  const s = stats.get(k) ?? { n: 0, rows: 0, ms: 0, empty: 0 }
-  stats.set(k, s)
-  const t0 = performance.now()
-  const cb = args[cbIndex]
-  args[cbIndex] = (err: unknown, result: any) => {
-    s.n++
-    s.ms += performance.now() - t0
-    const rows = Array.isArray(result?.rows) ? result.rows.length : 0
-    s.rows += rows
-    if (rows === 0) s.empty++
-    return cb(err, result)
-  }
-  return origQuery.apply(this, args)
-}
+const wire = new WireStats(classOf)
 
 // --- the workload ---
 const NoOp = Contract.job("ProfileJob", Schema.Struct({ i: Schema.Number }))
@@ -118,7 +87,7 @@ const env = (url: string, maxConnections: number) =>
     Layer.provideMerge(Concurrency.layer),
     Layer.provideMerge(SemaphoreProviderPg.layer({})),
     Layer.provideMerge(JobStorePg.layer),
-    Layer.provideMerge(PgClient.layer({ url: Redacted.make(url), maxConnections, idleTimeout: "30 seconds" }))
+    Layer.provideMerge(PgClient.layer({ url: Redacted.make(url), maxConnections, idleTimeout: "30 seconds", stream: wire.stream(url) }))
   )
 
 const insertBacklog = Effect.gen(function* () {
@@ -208,7 +177,7 @@ const main = async () => {
           const t0 = performance.now()
           const cpu0 = process.cpuUsage()
           const elu0 = performance.eventLoopUtilization()
-          counting = true
+          wire.counting = true
           yield* Worker.make({ addons: ADDON ? [Concurrency.addon] : [], concurrency: LANES, pollInterval: POLL_MS, ...REUSE })
           // waits on the completion count with a coarse timer (a 2 ms poll costs CPU of its own)
           while (completed < JOBS && performance.now() - t0 < 120_000) yield* Effect.sleep(10)
@@ -216,7 +185,7 @@ const main = async () => {
           const cpu = process.cpuUsage(cpu0)
           cpuMs = (cpu.user + cpu.system) / 1000
           elu = performance.eventLoopUtilization(elu0).utilization
-          counting = false
+          wire.counting = false
         })
       ).pipe(Effect.provide(env(url, LANES * 2 + 4)))
     )
@@ -229,7 +198,7 @@ const main = async () => {
     const db = diffCounters(before, after)
     const tablesAfter = await readTableWrites(url)
     const perJob = (x: number) => Number((x / Math.max(1, completed)).toFixed(3))
-    const statements = [...stats].sort(([, a], [, b]) => b.n - a.n)
+    const statements = [...wire.stats].sort(([, a], [, b]) => b.n - a.n)
     const total = statements.reduce((s, [, v]) => s + v.n, 0)
     console.log(
       JSON.stringify({
@@ -256,7 +225,7 @@ const main = async () => {
         statements: Object.fromEntries(
           statements.map(([k, v]) => [
             k,
-            { perJob: perJob(v.n), n: v.n, rowsPerCall: Number((v.rows / Math.max(1, v.n)).toFixed(2)), empty: v.empty, meanMs: Number((v.ms / Math.max(1, v.n)).toFixed(2)) }
+            { perJob: perJob(v.n), n: v.n, rowsPerCall: Number((v.rows / Math.max(1, v.n)).toFixed(2)), empty: v.empty, ...(v.errors > 0 ? { errors: v.errors } : {}), meanMs: Number((v.ms / Math.max(1, v.n)).toFixed(2)) }
           ])
         )
       })

@@ -140,7 +140,7 @@ const program = Effect.gen(function* () {
   const perKey = new Map<string, { limit: number; mode: string; succeeded: number; skipped: number; requeued: number }>()
   for (const job of page.rows) {
     const meta = JobMetadata.decode(job.metadata)
-    const policy = meta._tag === "Right" ? meta.right.policies.concurrency?.value : undefined
+    const policy = meta._tag === "Success" ? meta.success.policies.concurrency?.value : undefined
     if (policy === undefined) continue
     const detail = Option.getOrThrow(yield* store.get(job.id))
     const row = perKey.get(policy.key) ?? { limit: policy.limit, mode: policy.mode, succeeded: 0, skipped: 0, requeued: 0 }
@@ -167,7 +167,7 @@ const program = Effect.gen(function* () {
 })
 
 /** The dashboard on PORT (default 8080; any free port if that one is taken). Writes allowed: it listens on loopback only. */
-const dashboard = Layer.catchAll(Dashboard.layer({ port: Number(process.env.PORT ?? 8080), authorize: Dashboard.allowWrites }), () =>
+const dashboard = Layer.catchTag(Dashboard.layer({ port: Number(process.env.PORT ?? 8080), authorize: Dashboard.allowWrites }), "ServeError", () =>
   Dashboard.layer({ port: 0, authorize: Dashboard.allowWrites })
 )
 

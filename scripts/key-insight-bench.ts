@@ -11,9 +11,9 @@
  * KEEP=1; REUSE=1 times a kept one without seeding it again).
  */
 import * as PgClient from "@effect/sql-pg/PgClient"
-import * as SqlClient from "@effect/sql/SqlClient"
 import * as Effect from "effect/Effect"
 import * as Redacted from "effect/Redacted"
+import * as SqlClient from "effect/sql/SqlClient"
 import pg from "pg"
 import { admin, urlOf } from "./support/server.js"
 import * as KeyInsightPg from "../src/internal/store/KeyInsightPg.js"

@@ -45,9 +45,9 @@ const measured = new Set<number>()
 const handler = Handler.job(Hold, ({ i }) =>
   measured.has(i)
     ? Effect.void
-    : Effect.zipRight(
+    : Effect.andThen(
         Queue.offer(started, i),
-        Effect.never.pipe(Effect.onInterrupt(() => Effect.zipRight(Effect.sync(() => measured.add(i)), Queue.offer(interrupted, performance.now()))))
+        Effect.never.pipe(Effect.onInterrupt(() => Effect.andThen(Effect.sync(() => measured.add(i)), Queue.offer(interrupted, performance.now()))))
       )
 )
 
@@ -132,12 +132,12 @@ const main = async () => {
       const key = `lost-slot:${i}`
       yield* publisher.enqueue(Hold, { i }, JobParameters.make().withMutex(key, "Wait"))
       const running = yield* Queue.take(started)
-      if (running !== i) return yield* Effect.dieMessage(`try ${i}: job ${running} started instead`)
+      if (running !== i) return yield* Effect.die(new Error(`try ${i}: job ${running} started instead`))
       yield* Effect.sleep(settleOf(i))
       const lock = lockId(`warp:concurrency:${key}:0`)
       const sent = performance.now()
       const rows = yield* Effect.promise(() => terminateHolder(killer, lock))
-      if (rows.rows.length !== 1) return yield* Effect.dieMessage(`try ${i}: the slot of ${key} is held by ${rows.rows.length} sessions`)
+      if (rows.rows.length !== 1) return yield* Effect.die(new Error(`try ${i}: the slot of ${key} is held by ${rows.rows.length} sessions`))
       const at = yield* Queue.take(interrupted)
       windows.push([settleOf(i), at - sent])
     }

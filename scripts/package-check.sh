@@ -3,7 +3,7 @@
 # the declared peers (plus @effect/platform-node for NodeRuntime), compile the README quick start there
 # with a strict NodeNext tsc (skipLibCheck false), run the compiled JS with plain node against a real
 # PostgreSQL (DATABASE_URL, else an embedded server) and expect its job to end Succeeded; `npm ls effect`
-# must show one copy. (@types/pg too: @effect/sql-pg's declarations import pg.) Run from the project root: npm run test:package
+# must show one copy. Run from the project root: npm run test:package
 set -euo pipefail
 cd "$(git rev-parse --show-toplevel 2>/dev/null || pwd)"
 ROOT=$PWD
@@ -27,7 +27,7 @@ platformNode=$(node -p 'require(process.argv[1]).peerDependencies["@effect/platf
 
 C="$SCR/consumer"; mkdir -p "$C"; cd "$C"
 echo '{"name":"consumer","private":true,"type":"module"}' >package.json
-npm install --no-audit --no-fund --silent "$TGZ" $peers "@effect/platform-node@$platformNode" typescript@5 @types/node@20 @types/pg@8 >"$SCR/install.log" 2>&1 \
+npm install --no-audit --no-fund --silent "$TGZ" $peers "@effect/platform-node@$platformNode" typescript@5 @types/node@22 >"$SCR/install.log" 2>&1 \
   || { echo "consumer install failed"; tail -20 "$SCR/install.log"; exit 1; }
 copies=$(npm ls effect --all --parseable 2>/dev/null | sort -u | wc -l)
 [ "$copies" -eq 1 ] || { echo "expected one copy of effect, found $copies"; npm ls effect --all; exit 1; }

@@ -1,6 +1,6 @@
 /**
- * `warp-effect/dashboard`: the web dashboard, as an `HttpRouter` to mount in your own
- * `@effect/platform` server, or a Layer that serves it on its own port (needs the optional peer
+ * `warp-effect/dashboard`: the web dashboard, as routes to add to your own `effect/http`
+ * `HttpRouter`, or a Layer that serves it on its own port (needs the optional peer
  * `@effect/platform-node`; without it, `Dashboard.layer` fails with `MissingPeerDependency`).
  *
  * @since 0.2.0

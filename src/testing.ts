@@ -1,15 +1,15 @@
 /**
  * `warp-effect/testing`: test support shipped with the library: generated workloads and a deterministic
  * runtime to property-test your handlers, and a throwaway embedded PostgreSQL server. It loads with
- * plain node and only the required peers; the vitest-bound provider contract suite is at
- * `warp-effect/testing/vitest`.
+ * plain node, the required peers and `fast-check` (the workloads' arbitraries); the vitest-bound
+ * provider contract suite is at `warp-effect/testing/vitest`.
  *
  * @since 0.1.0
  * @module warp-effect/testing
  */
 
 /**
- * fast-check arbitraries (from `effect/FastCheck`) of enqueue schedules: keys with Mutex/Semaphore
+ * fast-check arbitraries (from the `fast-check` package) of enqueue schedules: keys with Mutex/Semaphore
  * declarations and Skip/Wait modes, handler durations and results, arrival offsets.
  *
  * @since 0.2.0

@@ -6,8 +6,8 @@
 import { describe, expect, it } from "@effect/vitest"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
+import * as Result from "effect/Result"
 import * as Schema from "effect/Schema"
 import { Contract, GlobalPolicies, Handler, JobStore, JobStoreMemory, Mutex, Publisher, Registry, Retry, Timeout } from "warp-effect"
 import * as JobContext from "../src/internal/attempt/JobContext.js"
@@ -31,7 +31,7 @@ describe("attempt layers", () => {
         Effect.provide(Stamp.layer.pipe(Layer.provideMerge(ResolvedPolicy.layer), Layer.provideMerge(JobContext.layer(context))))
       )
       const globals = yield* (yield* GlobalPolicies.GlobalPolicies).current
-      const direct = Either.getOrThrow(ResolvedPolicy.resolve(context, registry, globals))
+      const direct = Result.getOrThrow(ResolvedPolicy.resolve(context, registry, globals))
 
       expect(viaLayers[0].payload).toEqual({ to: "a@example.com" })
       expect(direct.payload).toEqual(viaLayers[0].payload)

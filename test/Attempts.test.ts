@@ -30,7 +30,7 @@ for (const [name, layerOf] of setups) {
         const release = yield* Deferred.make<void>()
         let flakyRuns = 0
         const handlers = [
-          Handler.job(Hold, () => Effect.zipRight(Deferred.succeed(entered, undefined), Deferred.await(release))),
+          Handler.job(Hold, () => Effect.andThen(Deferred.succeed(entered, undefined), Deferred.await(release))),
           Handler.job(Flaky, () => Effect.suspend(() => (++flakyRuns === 1 ? Effect.fail("first run fails") : Effect.void)))
         ]
         yield* Effect.gen(function* () {

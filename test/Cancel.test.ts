@@ -43,12 +43,12 @@ for (const [name, env] of setups) {
     )
 
     it.live("a running job is interrupted, its finalizers run, its slot is freed, and it ends Deleted", () => {
-      const started = Deferred.unsafeMake<void>(undefined as never)
+      const started = Deferred.makeUnsafe<void>()
       let cleanedUp = false
       let secondRan = false
       const handler = Handler.job(Work, ({ i }) =>
         i === 1
-          ? Effect.zipRight(Deferred.succeed(started, undefined), Effect.never).pipe(Effect.onInterrupt(() => Effect.sync(() => void (cleanedUp = true))))
+          ? Effect.andThen(Deferred.succeed(started, undefined), Effect.never).pipe(Effect.onInterrupt(() => Effect.sync(() => void (cleanedUp = true))))
           : Effect.sync(() => void (secondRan = true))
       )
       return Effect.gen(function* () {
@@ -101,7 +101,7 @@ for (const [name, env] of setups) {
           handlerRan: false
         })
         yield* Effect.scoped(
-          Effect.zipRight(
+          Effect.andThen(
             Worker.make({ addons: [Concurrency.addon], pollInterval: "10 millis" }),
             until(detail(id), (d) => d.job.state === "Deleted")
           )
@@ -112,9 +112,9 @@ for (const [name, env] of setups) {
     })
 
     it.live("the worker registry lists a running worker with the keys it holds, and forgets it when it stops", () => {
-      const started = Deferred.unsafeMake<void>(undefined as never)
-      const release = Deferred.unsafeMake<void>(undefined as never)
-      const handler = Handler.job(Work, () => Effect.zipRight(Deferred.succeed(started, undefined), Deferred.await(release)))
+      const started = Deferred.makeUnsafe<void>()
+      const release = Deferred.makeUnsafe<void>()
+      const handler = Handler.job(Work, () => Effect.andThen(Deferred.succeed(started, undefined), Deferred.await(release)))
       return Effect.gen(function* () {
         const p = yield* Publisher.Publisher
         const store = yield* JobStore

@@ -26,13 +26,13 @@ for (const [name, env] of setups) {
   describe(`Cancel strategies on ${name}`, () => {
     it.live("CancelRunning: a newer job stops the older running holder and takes its slot; an older one does not stop a newer", () => {
       const holders = new HolderCounter()
-      const started = new Map<number, Deferred.Deferred<void>>([1, 2, 3].map((n) => [n, Deferred.unsafeMake<void>(undefined as never)]))
-      const finish = Deferred.unsafeMake<void>(undefined as never)
+      const started = new Map<number, Deferred.Deferred<void>>([1, 2, 3].map((n) => [n, Deferred.makeUnsafe<void>()]))
+      const finish = Deferred.makeUnsafe<void>()
       let interrupted: Array<number> = []
       const handler = Handler.job(Deploy, ({ n }) =>
         holders.hold(
           "deploy",
-          Effect.zipRight(Deferred.succeed(started.get(n)!, undefined), Deferred.await(finish)).pipe(
+          Effect.andThen(Deferred.succeed(started.get(n)!, undefined), Deferred.await(finish)).pipe(
             Effect.onInterrupt(() => Effect.sync(() => void (interrupted = [...interrupted, n])))
           )
         )
@@ -73,9 +73,9 @@ for (const [name, env] of setups) {
     })
 
     it.live("CancelNewest: the newcomer is cancelled with the Skip text, the holder runs on", () => {
-      const started = Deferred.unsafeMake<void>(undefined as never)
-      const finish = Deferred.unsafeMake<void>(undefined as never)
-      const handler = Handler.job(Report, () => Effect.zipRight(Deferred.succeed(started, undefined), Deferred.await(finish)))
+      const started = Deferred.makeUnsafe<void>()
+      const finish = Deferred.makeUnsafe<void>()
+      const handler = Handler.job(Report, () => Effect.andThen(Deferred.succeed(started, undefined), Deferred.await(finish)))
       return Effect.gen(function* () {
         const p = yield* Publisher.Publisher
         yield* Effect.scoped(

@@ -54,13 +54,13 @@ for (const [name, env] of setups) {
         const handler = Handler.job(
           Work,
           ({ i, key }) =>
-            holders.hold(key, Effect.sleep("5 millis").pipe(Effect.zipRight(Effect.sync(() => runs.set(i, (runs.get(i) ?? 0) + 1))))),
+            holders.hold(key, Effect.sleep("5 millis").pipe(Effect.andThen(Effect.sync(() => runs.set(i, (runs.get(i) ?? 0) + 1))))),
           { policy: [Semaphore("shared", limit)] }
         )
         return Effect.gen(function* () {
           const p = yield* Publisher.Publisher
           const ids = yield* Effect.forEach(Array.from({ length: 40 }, (_, i) => i), (i) => p.enqueue(Work, { key: "shared", i }))
-          yield* Effect.scoped(Effect.zipRight(Worker.make({ addons: [Concurrency.addon], concurrency: 8, pollInterval: "5 millis" }), drained(60_000)))
+          yield* Effect.scoped(Effect.andThen(Worker.make({ addons: [Concurrency.addon], concurrency: 8, pollInterval: "5 millis" }), drained(60_000)))
           expect(holders.max.get("shared")).toBeLessThanOrEqual(limit)
           if (limit > 1) expect(holders.max.get("shared")).toBeGreaterThan(1)
           for (let i = 0; i < 40; i++) expect(runs.get(i)).toBe(1)
@@ -78,7 +78,7 @@ for (const [name, env] of setups) {
         const release = yield* Deferred.make<void>()
         const handler = Handler.job(
           Work,
-          () => Effect.sync(() => runs++).pipe(Effect.zipRight(Deferred.succeed(inside, undefined)), Effect.zipRight(Deferred.await(release))),
+          () => Effect.sync(() => runs++).pipe(Effect.andThen(Deferred.succeed(inside, undefined)), Effect.andThen(Deferred.await(release))),
           { policy: [Mutex("report")] }
         )
         return yield* Effect.gen(function* () {
@@ -112,7 +112,7 @@ for (const [name, env] of setups) {
         let runs = 0
         const handler = Handler.job(Work, ({ i }) =>
           Effect.sync(() => runs++).pipe(
-            Effect.zipRight(i === 1 ? Deferred.succeed(inside, undefined).pipe(Effect.zipRight(Deferred.await(release))) : Effect.void)
+            Effect.andThen(i === 1 ? Deferred.succeed(inside, undefined).pipe(Effect.andThen(Deferred.await(release))) : Effect.void)
           )
         )
         return yield* Effect.gen(function* () {
@@ -151,20 +151,20 @@ for (const [name, env] of setups) {
           m.mode = "Wait"
         })
         yield* Effect.forEach(Array.from({ length: 10 }, (_, i) => i), (i) => p.enqueue(Work, { key: "api", i: 100 + i }, viaConfigure))
-        yield* Effect.scoped(Effect.zipRight(Worker.make({ addons: [Concurrency.addon], concurrency: 8, pollInterval: "5 millis" }), drained(60_000)))
+        yield* Effect.scoped(Effect.andThen(Worker.make({ addons: [Concurrency.addon], concurrency: 8, pollInterval: "5 millis" }), drained(60_000)))
         expect(holders.max.get("api")).toBe(2)
       }).pipe(Effect.provide(env([handler])))
     })
 
     it.live("no key: the provider is never called", () => {
       const failing = Layer.succeed(SemaphoreProvider, {
-        tryAcquire: () => Effect.dieMessage("provider must not be called for keyless jobs")
+        tryAcquire: () => Effect.die(new Error("provider must not be called for keyless jobs"))
       })
       const handler = Handler.job(Work, () => Effect.void)
       return Effect.gen(function* () {
         const p = yield* Publisher.Publisher
         const ids = yield* Effect.forEach([1, 2, 3], (i) => p.enqueue(Work, { key: "-", i }))
-        yield* Effect.scoped(Effect.zipRight(Worker.make({ addons: [Concurrency.addon], concurrency: 2, pollInterval: "5 millis" }), drained()))
+        yield* Effect.scoped(Effect.andThen(Worker.make({ addons: [Concurrency.addon], concurrency: 2, pollInterval: "5 millis" }), drained()))
         for (const id of ids) expect((yield* detail(id)).job.state).toBe("Succeeded")
       }).pipe(
         Effect.provide(
@@ -187,7 +187,7 @@ describe("Concurrency addon registration", () => {
     return Effect.gen(function* () {
       const p = yield* Publisher.Publisher
       const ids = yield* Effect.forEach([1, 2, 3, 4], (i) => p.enqueue(Work, { key: "k", i }))
-      yield* Effect.scoped(Effect.zipRight(Worker.make({ concurrency: 4, pollInterval: "5 millis" }), drained()))
+      yield* Effect.scoped(Effect.andThen(Worker.make({ concurrency: 4, pollInterval: "5 millis" }), drained()))
       expect(holders.max.get("k")).toBeGreaterThan(1)
       const d = yield* detail(ids[0]!)
       expect((d.job.metadata as any).policies.concurrency).toMatchObject({ source: "handler", value: { key: "k", limit: 1, mode: "Wait" } })
@@ -205,8 +205,8 @@ describe("Concurrency addon registration", () => {
     const handlers = [Handler.job(A, () => holders.hold("pool", Effect.sleep("10 millis"))), Handler.job(B, () => holders.hold("pool", Effect.sleep("10 millis")))]
     return Effect.gen(function* () {
       const p = yield* Publisher.Publisher
-      yield* Effect.forEach(Array.from({ length: 15 }, (_, i) => i), (i) => Effect.zipRight(p.enqueue(A, { i }), p.enqueue(B, { i })))
-      yield* Effect.scoped(Effect.zipRight(Worker.make({ addons: [Concurrency.addon], concurrency: 8, pollInterval: "5 millis" }), drained(60_000)))
+      yield* Effect.forEach(Array.from({ length: 15 }, (_, i) => i), (i) => Effect.andThen(p.enqueue(A, { i }), p.enqueue(B, { i })))
+      yield* Effect.scoped(Effect.andThen(Worker.make({ addons: [Concurrency.addon], concurrency: 8, pollInterval: "5 millis" }), drained(60_000)))
       expect(holders.max.get("pool")).toBeLessThanOrEqual(3)
       expect(holders.max.get("pool")).toBeGreaterThan(1)
     }).pipe(Effect.provide(setups[1][1](handlers)))
@@ -216,11 +216,11 @@ describe("Concurrency addon registration", () => {
     const handler = Handler.job(Work, () => Effect.void, { policy: [Semaphore("metric-family:a", 2)] })
     return Effect.gen(function* () {
       const counter = (result: string) =>
-        Metric.value(Metric.tagged(Metric.tagged(gateTotal, "result", result), "key_family", "metric-family")).pipe(Effect.map((s) => s.count))
+        Metric.value(Metric.withAttributes(gateTotal, { result, key_family: "metric-family" })).pipe(Effect.map((s) => s.count))
       const before = yield* counter("Acquired")
       const p = yield* Publisher.Publisher
       yield* Effect.forEach([1, 2, 3], (i) => p.enqueue(Work, { key: "x", i }))
-      yield* Effect.scoped(Effect.zipRight(Worker.make({ addons: [Concurrency.addon], concurrency: 1, pollInterval: "5 millis" }), drained()))
+      yield* Effect.scoped(Effect.andThen(Worker.make({ addons: [Concurrency.addon], concurrency: 1, pollInterval: "5 millis" }), drained()))
       expect((yield* counter("Acquired")) - before).toBe(3)
     }).pipe(Effect.provide(setups[0][1]([handler])))
   })

@@ -67,8 +67,8 @@ describe("Fifo mode under an adversarial arrival stream (PostgreSQL, 2 workers x
         Effect.gen(function* () {
           yield* Worker.make({ addons: [Concurrency.addon], workerId: "fair-a", concurrency: 4, pollInterval: `${POLL_MS} millis` })
           yield* Worker.make({ addons: [Concurrency.addon], workerId: "fair-b", concurrency: 4, pollInterval: `${POLL_MS} millis` })
-          const stream = yield* Effect.fork(
-            Effect.forever(Effect.zipRight(Effect.suspend(() => enqueue("hot", hot++, HOT_MS)), Effect.sleep("3 millis")))
+          const stream = yield* Effect.forkChild(
+            Effect.forever(Effect.andThen(Effect.suspend(() => enqueue("hot", hot++, HOT_MS)), Effect.sleep("3 millis")))
           )
           for (let c = 0; c < 12; c++) {
             yield* Effect.sleep("100 millis")

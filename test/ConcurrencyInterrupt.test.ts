@@ -25,13 +25,13 @@ describe("Concurrency gate: interruption", () => {
       const entered = yield* Deferred.make<void>()
       const cleaning = yield* Deferred.make<void>()
       const mayFinish = yield* Deferred.make<void>()
-      const handler = Effect.zipRight(Deferred.succeed(entered, undefined), Effect.never).pipe(
-        Effect.onInterrupt(() => Effect.zipRight(Deferred.succeed(cleaning, undefined), Deferred.await(mayFinish))),
+      const handler = Effect.andThen(Deferred.succeed(entered, undefined), Effect.never).pipe(
+        Effect.onInterrupt(() => Effect.andThen(Deferred.succeed(cleaning, undefined), Deferred.await(mayFinish))),
         Effect.as(Outcome.Succeeded())
       )
-      const attempt = yield* Effect.fork(Effect.scoped(gate.wrap(attemptOn("k"), handler)))
+      const attempt = yield* Effect.forkChild(Effect.scoped(gate.wrap(attemptOn("k"), handler)))
       yield* Deferred.await(entered)
-      const interrupting = yield* Effect.fork(Fiber.interrupt(attempt))
+      const interrupting = yield* Effect.forkChild(Fiber.interrupt(attempt))
       yield* Deferred.await(cleaning)
       // the handler is still cleaning up: its slot must still be taken
       const meanwhile = yield* Effect.scoped(Effect.map(provider.tryAcquire(`${LOCK_PREFIX}k`, 1, 0), Option.isSome))
@@ -52,11 +52,11 @@ describe("Concurrency gate: interruption", () => {
       const gate = ConcurrencyBehavior.make(slotProvider, limits, yield* JobStoreMemory.make)
       const entered = yield* Deferred.make<void>()
       let cleaned = false
-      const handler = Effect.zipRight(Deferred.succeed(entered, undefined), Effect.never).pipe(
-        Effect.onInterrupt(() => Effect.zipRight(Effect.yieldNow(), Effect.sync(() => void (cleaned = true)))),
+      const handler = Effect.andThen(Deferred.succeed(entered, undefined), Effect.never).pipe(
+        Effect.onInterrupt(() => Effect.andThen(Effect.yieldNow, Effect.sync(() => void (cleaned = true)))),
         Effect.as(Outcome.Succeeded())
       )
-      const attempt = yield* Effect.fork(Effect.scoped(gate.wrap(attemptOn("k"), handler)))
+      const attempt = yield* Effect.forkChild(Effect.scoped(gate.wrap(attemptOn("k"), handler)))
       yield* Deferred.await(entered)
       yield* Deferred.succeed(lost, undefined)
       const outcome = yield* Fiber.join(attempt)

@@ -5,13 +5,13 @@
  * manager's `get` is counted to show the limit comes from the claim statement, not from a lookup.
  */
 import { describe, expect, it } from "@effect/vitest"
-import * as SqlClient from "@effect/sql/SqlClient"
+import * as SqlClient from "effect/sql/SqlClient"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
-import * as TestClock from "effect/TestClock"
+import * as TestClock from "effect/testing/TestClock"
 import {
   Concurrency,
   Contract,
@@ -172,14 +172,14 @@ const holdingAt = (key: string, limit: number, bound: number, holders: HolderCou
     const text = requeuedText(key, limit)
     while (true) {
       const max = holders.max.get(key) ?? 0
-      if (max > bound) return yield* Effect.dieMessage(`'${key}' had ${max} holders at once; at most ${bound} expected`)
+      if (max > bound) return yield* Effect.die(new Error(`'${key}' had ${max} holders at once; at most ${bound} expected`))
       if (holders.current(key) === limit) {
         const page = yield* store.list({ limit: 100, offset: 0 })
         const logs = yield* Effect.forEach(page.rows, (j) => store.get(j.id))
         if (logs.some((d) => Option.isSome(d) && d.value.logs.some((l) => l.message === text))) return
       }
       if (Date.now() - start > timeoutMs) {
-        return yield* Effect.dieMessage(`waited ${timeoutMs} ms for ${limit} holders of '${key}' and a requeue "${text}"; saw ${holders.current(key)} (max ${max})`)
+        return yield* Effect.die(new Error(`waited ${timeoutMs} ms for ${limit} holders of '${key}' and a requeue "${text}"; saw ${holders.current(key)} (max ${max})`))
       }
       yield* Effect.sleep("15 millis")
     }

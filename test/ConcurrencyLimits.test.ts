@@ -8,7 +8,7 @@
  * requeued with the audit text naming that limit. Then it releases them.
  */
 import { describe, expect, it } from "@effect/vitest"
-import * as SqlClient from "@effect/sql/SqlClient"
+import * as SqlClient from "effect/sql/SqlClient"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
@@ -179,14 +179,14 @@ const holdingAt = (key: string, limit: number, holders: HolderCounter, timeoutMs
     const text = requeuedText(key, limit)
     while (true) {
       const max = holders.max.get(key) ?? 0
-      if (max > limit) return yield* Effect.dieMessage(`'${key}' had ${max} holders at once; the limit in force should be ${limit}`)
+      if (max > limit) return yield* Effect.die(new Error(`'${key}' had ${max} holders at once; the limit in force should be ${limit}`))
       if (holders.current(key) === limit) {
         const page = yield* store.list({ limit: 100, offset: 0 })
         const logs = yield* Effect.forEach(page.rows, (j) => store.get(j.id))
         if (logs.some((d) => Option.isSome(d) && d.value.logs.some((l) => l.message === text))) return
       }
       if (Date.now() - start > timeoutMs) {
-        return yield* Effect.dieMessage(`waited ${timeoutMs} ms for ${limit} holders of '${key}' and a requeue "${text}"; saw ${holders.current(key)} (max ${max})`)
+        return yield* Effect.die(new Error(`waited ${timeoutMs} ms for ${limit} holders of '${key}' and a requeue "${text}"; saw ${holders.current(key)} (max ${max})`))
       }
       yield* Effect.sleep("15 millis")
     }
@@ -294,7 +294,7 @@ for (const [name, env] of runtimes) {
         yield* (yield* Limits).addOrUpdateLimit("api", 1)
         const keyed = yield* Effect.forEach(Array.from({ length: 10 }, (_, i) => i), (i) => p.enqueue(Work, { i }))
         yield* Effect.forEach(Array.from({ length: 5 }, (_, i) => i), (i) => p.enqueue(Plain, { i }))
-        yield* Effect.scoped(Effect.zipRight(Worker.make({ addons: [Concurrency.addon], concurrency: 4, pollInterval: "5 millis" }), drained(30_000)))
+        yield* Effect.scoped(Effect.andThen(Worker.make({ addons: [Concurrency.addon], concurrency: 4, pollInterval: "5 millis" }), drained(30_000)))
         let attempts = 0
         let requeues = 0
         for (const id of keyed) {
@@ -343,7 +343,7 @@ describe("admin rows are sticky across a redeploy (PostgreSQL)", () => {
           const ids = yield* observeLimit("payment-api", 2, holders, r2)
           const stamp = JobMetadata.decode((yield* detail(ids[0]!)).job.metadata)
           // the row carries the declared policy; the admin limit is resolved live, never stamped
-          expect(stamp._tag === "Right" && stamp.right.policies.concurrency).toMatchObject({ source: "handler", value: { key: "payment-api", limit: 5 } })
+          expect(stamp._tag === "Success" && stamp.success.policies.concurrency).toMatchObject({ source: "handler", value: { key: "payment-api", limit: 5 } })
         }).pipe(Effect.provide(deploy([blocking("payment-api", holders, r2, [Semaphore("payment-api", 5)])])))
 
         // Deploy 3 (declares 5 again) after the operator removed the row: 5.

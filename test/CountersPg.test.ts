@@ -4,13 +4,14 @@
  * folded into `warp_counters` by the roll-up, and a read adds the entries not folded yet.
  */
 import { describe, expect, it } from "@effect/vitest"
-import * as SqlClient from "@effect/sql/SqlClient"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
+import * as Latch from "effect/Latch"
 import * as Layer from "effect/Layer"
-import * as Migrator from "@effect/sql/Migrator"
 import * as Schedule from "effect/Schedule"
+import * as Migrator from "effect/sql/Migrator"
+import * as SqlClient from "effect/sql/SqlClient"
 import pg from "pg"
 import { JobStorePg, Outcome } from "warp-effect"
 import { JobStore } from "../src/internal/store/JobStore.js"
@@ -69,7 +70,7 @@ const foldAll = (expected: number) =>
     let total = 0
     yield* Effect.repeat(
       Effect.map(rollUpCounters(sql), (n) => void (total += n)),
-      { while: () => total < expected, schedule: Schedule.intersect(Schedule.spaced("20 millis"), Schedule.recurs(500)) }
+      { while: () => total < expected, schedule: Schedule.max([Schedule.spaced("20 millis"), Schedule.recurs(500)]) }
     )
     return total
   })
@@ -113,9 +114,9 @@ describe("PostgreSQL counters", () => {
       const sql = yield* SqlClient.SqlClient
       const [a, b] = yield* claimedJobs(2, "t")
       // `a` ends in a transaction held open (on its own connection) across a roll-up; `b` ends after it began
-      const inTx = yield* Effect.makeLatch(false)
-      const release = yield* Effect.makeLatch(false)
-      const fiber = yield* Effect.fork(
+      const inTx = yield* Latch.make(false)
+      const release = yield* Latch.make(false)
+      const fiber = yield* Effect.forkChild(
         sql.withTransaction(
           Effect.gen(function* () {
             // the single finalizing statement, on the transaction's connection (the store's batcher writes from its own fiber)
@@ -132,7 +133,7 @@ describe("PostgreSQL counters", () => {
       expect(yield* rollUpCounters(sql)).toBe(0)
       expect((yield* store.counters).get("stats:succeeded")).toBe(1)
       yield* release.open
-      yield* fiber.await
+      yield* Fiber.await(fiber)
       expect((yield* store.counters).get("stats:succeeded")).toBe(2)
       expect(yield* foldAll(2)).toBe(2)
       expect((yield* folded).get("stats:succeeded")).toBe(2)
@@ -169,7 +170,7 @@ describe("PostgreSQL counters", () => {
       let done = false
       let folds = 0
       let rounds = 0
-      const rollers = yield* Effect.fork(
+      const rollers = yield* Effect.forkChild(
         Effect.all(
           Array.from({ length: 3 }, () =>
             Effect.repeat(

@@ -1,8 +1,8 @@
 import { describe, expect, it } from "@effect/vitest"
-import * as SqlClient from "@effect/sql/SqlClient"
 import * as ConfigProvider from "effect/ConfigProvider"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import * as SqlClient from "effect/sql/SqlClient"
 import { Database } from "warp-effect"
 import { serverUrl } from "./support/db.js"
 
@@ -12,7 +12,7 @@ describe("Database layer", () => {
       const err = yield* Effect.flip(
         Layer.build(Database.layerFromEnv("WARP_TEST_URL", { connectTimeout: "2 seconds" })).pipe(
           Effect.scoped,
-          Effect.withConfigProvider(ConfigProvider.fromMap(new Map([["WARP_TEST_URL", "postgres://postgres@127.0.0.1:1/nope"]])))
+          Effect.provideService(ConfigProvider.ConfigProvider, ConfigProvider.fromEnvRecord({ WARP_TEST_URL: "postgres://postgres@127.0.0.1:1/nope" }))
         )
       )
       expect(err._tag).toBe("DatabaseUnreachable")
@@ -23,7 +23,7 @@ describe("Database layer", () => {
   it.live("says the variable is not set", () =>
     Effect.gen(function* () {
       const err = yield* Effect.flip(
-        Layer.build(Database.layerFromEnv("WARP_TEST_URL")).pipe(Effect.scoped, Effect.withConfigProvider(ConfigProvider.fromMap(new Map())))
+        Layer.build(Database.layerFromEnv("WARP_TEST_URL")).pipe(Effect.scoped, Effect.provideService(ConfigProvider.ConfigProvider, ConfigProvider.fromEnvRecord({})))
       )
       expect(err.message).toContain("WARP_TEST_URL is not set")
     }))

@@ -61,7 +61,7 @@ const capped: Workload = { hot: 200, coldKeys: 10, cold: 10, limit: 8, lanes: 4,
 const skewed = (weighted: boolean, makeEnv: (typeof workerEnvs)[number][1], w: Workload = perKey) => {
   const done: Array<string> = []
   const handler = Handler.job(Item, ({ key }) =>
-    Effect.sync(() => void done.push(key)).pipe(Effect.zipLeft(w.handlerMs === undefined ? Effect.void : Effect.sleep(w.handlerMs)))
+    Effect.sync(() => void done.push(key)).pipe(Effect.tap(w.handlerMs === undefined ? Effect.void : Effect.sleep(w.handlerMs)))
   )
   return Effect.gen(function* () {
     const p = yield* Publisher.Publisher

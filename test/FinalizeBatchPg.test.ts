@@ -5,9 +5,9 @@
 import { describe, expect, it } from "@effect/vitest"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
+import * as Result from "effect/Result"
 import { JobStorePg, Outcome } from "warp-effect"
 import { JobStore } from "../src/internal/store/JobStore.js"
 import { freshPgLayer } from "./support/db.js"
@@ -24,12 +24,12 @@ describe("PostgreSQL batched finalizing writes", () => {
       const results = yield* Effect.forEach(
         claimed,
         (job) =>
-          Effect.either(store.finalize({ job, workerId: "w1", outcome: Outcome.Succeeded(), metadata: job.id === "b-7" ? { bad: "a\u0000b" } : { ok: job.id } })),
+          Effect.result(store.finalize({ job, workerId: "w1", outcome: Outcome.Succeeded(), metadata: job.id === "b-7" ? { bad: "a\u0000b" } : { ok: job.id } })),
         { concurrency: "unbounded" }
       )
-      const failed = claimed.filter((_, i) => Either.isLeft(results[i]!)).map((j) => j.id)
+      const failed = claimed.filter((_, i) => Result.isFailure(results[i]!)).map((j) => j.id)
       expect(failed).toEqual(["b-7"])
-      expect(results.filter(Either.isRight).every((r) => r.right === true)).toBe(true)
+      expect(results.filter(Result.isSuccess).every((r) => r.success === true)).toBe(true)
       for (const job of claimed) {
         const d = Option.getOrThrow(yield* store.get(job.id))
         expect(d.job.state).toBe(job.id === "b-7" ? "Processing" : "Succeeded")

@@ -118,7 +118,7 @@ const runGroup = (holders: HolderCounter) =>
         ids.push(yield* p.enqueue(Export, { tenant, i }, JobParameters.make().withSemaphore(tenant, 1, "Wait", { group: "exports", limit: DECLARED })))
       }
     }
-    yield* Effect.scoped(Effect.zipRight(Worker.make({ addons: [Concurrency.addon], concurrency: 8, pollInterval: "5 millis" }), drained(60_000)))
+    yield* Effect.scoped(Effect.andThen(Worker.make({ addons: [Concurrency.addon], concurrency: 8, pollInterval: "5 millis" }), drained(60_000)))
     for (const tenant of TENANTS) expect(holders.max.get(tenant) ?? 0, tenant).toBeLessThanOrEqual(1)
     const details = yield* Effect.forEach(ids, detail)
     expect(details.every((d) => d.job.state === "Succeeded")).toBe(true)

@@ -5,11 +5,11 @@
  * 0`), on the TestClock: the ranking is kept 2 s (its floor), whatever it cost.
  */
 import { describe, expect, it } from "@effect/vitest"
-import * as SqlClient from "@effect/sql/SqlClient"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import * as TestClock from "effect/TestClock"
+import * as SqlClient from "effect/sql/SqlClient"
+import * as TestClock from "effect/testing/TestClock"
 import { type NewJob } from "warp-effect"
 import * as JobId from "../src/internal/job/JobId.js"
 import * as KeyInsightPg from "../src/internal/store/KeyInsightPg.js"
@@ -58,7 +58,7 @@ describe("KeyInsightPg: the ranking of live keys", () => {
       // the new ranking lands (it runs against the real database: poll for it, without moving the clock)
       let fresh = stale
       for (let i = 0; i < 500 && fresh.rankedAt?.getTime() !== 2_001; i++) {
-        yield* Effect.yieldNow()
+        yield* Effect.yieldNow
         yield* Effect.promise(() => new Promise((r) => setTimeout(r, 10)))
         fresh = yield* service.liveKeys({ overrides: [], limit: 10, offset: 0 })
       }

@@ -1,9 +1,9 @@
 import { describe, expect, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
-import * as HashMap from "effect/HashMap"
 import * as Logger from "effect/Logger"
 import * as Metric from "effect/Metric"
 import * as Option from "effect/Option"
+import * as References from "effect/References"
 import * as Schema from "effect/Schema"
 import * as Tracer from "effect/Tracer"
 import { Contract, Handler, JobParameters, Publisher, Semaphore, Warp, Worker } from "warp-effect"
@@ -15,8 +15,8 @@ const Traced = Contract.job("TracedJob", Schema.Struct({ i: Schema.Number }), { 
 const recordingTracer = (spans: Array<Tracer.Span>) =>
   Effect.map(Effect.tracer, (native) =>
     Tracer.make({
-      span: (name, parent, context, links, startTime, kind, options) => {
-        const span = native.span(name, parent, context, links, startTime, kind, options)
+      span(options) {
+        const span = native.span(options)
         spans.push(span)
         return span
       },
@@ -30,15 +30,15 @@ describe("observability", () => {
   it.live("spans for enqueue, claim, attempt and admission with job id, type, key, limit, slot, outcome and wait; log annotations; metrics per type and key family", () => {
     const spans: Array<Tracer.Span> = []
     const logs: Array<{ message: unknown; annotations: Record<string, unknown> }> = []
-    const logger = Logger.make(({ annotations, message }) => {
-      logs.push({ message, annotations: Object.fromEntries(HashMap.toEntries(annotations)) })
+    const logger = Logger.make(({ fiber, message }) => {
+      logs.push({ message, annotations: { ...fiber.getRef(References.CurrentLogAnnotations) } })
     })
     const handler = Handler.job(Traced, ({ i }) => Effect.log(`handling ${i}`))
-    // read as a user would: the public counter, tagged with Effect's own `Metric.tagged`
+    // read as a user would: the public counter, with Effect's own `Metric.withAttributes`
     const attemptsOf = (outcome: string) =>
-      Metric.value(
-        Worker.attemptsTotal.pipe(Metric.tagged("type", "TracedJob"), Metric.tagged("key_family", "traced"), Metric.tagged("outcome", outcome))
-      ).pipe(Effect.map((s) => s.count))
+      Metric.value(Worker.attemptsTotal.pipe(Metric.withAttributes({ type: "TracedJob", key_family: "traced", outcome }))).pipe(
+        Effect.map((s) => s.count)
+      )
     return Effect.gen(function* () {
       const before = yield* attemptsOf("Succeeded")
       const publisher = yield* Publisher.Publisher
@@ -77,7 +77,7 @@ describe("observability", () => {
       expect((yield* attemptsOf("Succeeded")) - before).toBe(1)
     }).pipe(
       Effect.provide(Warp.layerMemory({ handlers: [handler], worker: { concurrency: 2, pollInterval: "5 millis" } })),
-      Effect.provide(Logger.replace(Logger.defaultLogger, logger)),
+      Effect.provide(Logger.layer([logger])),
       Effect.withTracer(Effect.runSync(recordingTracer(spans)))
     )
   })

@@ -1,16 +1,17 @@
 /**
  * The PostgreSQL store runs the worker's claim and finalizing writes as named prepared statements
- * (planned once per connection), unless `preparedStatements: false`; a prepared statement that a
- * migration made stale (the table's row type changed under a running worker) is prepared again.
- * One connection in the pool, so that every statement of a test runs on the same session and
- * `pg_prepared_statements` shows what that session holds.
+ * (planned once per connection: @effect/sql-pg's cache of prepared statements), unless
+ * `preparedStatements: false`; a prepared statement that a migration made stale (the table's row type
+ * changed under a running worker) is prepared again. One connection in the pool, so that every
+ * statement of a test runs on the same session and `pg_prepared_statements` shows what that session
+ * holds (read by an unnamed statement, so that the read itself is not among them).
  */
-import * as SqlClient from "@effect/sql/SqlClient"
 import { describe, expect, it } from "@effect/vitest"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
+import * as SqlClient from "effect/sql/SqlClient"
 import { JobStorePg, Outcome } from "warp-effect"
 import { JobStore } from "../src/internal/store/JobStore.js"
 import { freshPgLayer } from "./support/db.js"
@@ -39,8 +40,11 @@ const claimAndFinish = (n: number) =>
     for (const job of claimed) expect(Option.getOrThrow(yield* store.get(job.id)).job.state).toBe("Succeeded")
   })
 
+/** The session's prepared statements that claim rows (`fc`) or append a finalizing write's audit entry. */
 const preparedNames = Effect.flatMap(SqlClient.SqlClient, (sql) =>
-  sql<{ name: string }>`SELECT name FROM pg_prepared_statements WHERE name LIKE 'warp_%' ORDER BY name`.pipe(Effect.map((r) => r.map((x) => x.name)))
+  sql<{ name: string }>`SELECT name FROM pg_prepared_statements
+    WHERE statement LIKE '%fc AS (%' OR statement LIKE '%INSERT INTO warp_job_logs (job_id, kind, message, counter)%'
+    ORDER BY name`.unprepared.pipe(Effect.map((r) => r.map((x) => x.name)))
 )
 
 describe("PostgreSQL store: prepared statements", () => {

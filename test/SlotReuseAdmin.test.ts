@@ -24,7 +24,7 @@ describe("slot reuse honours an admin override lowered below the held slot", () 
     it.live(`${name}: the next job of the key is admitted afresh, to a slot of the new limit`, () => {
       const slots = new Map<number, number>()
       const holderScope = Effect.runSync(Scope.make())
-      const firstRan = Deferred.unsafeMake<void>(undefined as never)
+      const firstRan = Deferred.makeUnsafe<void>()
       // what the first job's handler does, set once the environment is built
       let lowerLimit: Effect.Effect<void> = Effect.void
       const handler = Handler.job(Step, ({ i }, info) =>
@@ -41,15 +41,15 @@ describe("slot reuse honours an admin override lowered below the held slot", () 
         const provider = yield* SemaphoreProvider.SemaphoreProvider
         const limits = yield* ConcurrencyLimitManager.ConcurrencyLimitManager
         lowerLimit = Effect.orDie(limits.addOrUpdateLimit(KEY, 1))
-        const held = yield* provider.tryAcquire(`warp:concurrency:${KEY}`, 1, 0).pipe(Scope.extend(holderScope))
+        const held = yield* provider.tryAcquire(`warp:concurrency:${KEY}`, 1, 0).pipe(Scope.provide(holderScope))
         expect(Option.map(held, (s) => s.index)).toEqual(Option.some(0))
         const p = yield* Publisher.Publisher
         const params = JobParameters.make().withSemaphore(KEY, 2, "Wait")
         const ids = yield* Effect.forEach([0, 1, 2], (i) => p.enqueue(Step, { i }, params))
         yield* Effect.scoped(
-          Effect.zipRight(
+          Effect.andThen(
             Worker.make({ addons: [Concurrency.addon], concurrency: 1, pollInterval: "5 millis", slotReuse: {}, maxBatch: 1 }),
-            Effect.zipRight(Deferred.await(firstRan), drained(30_000))
+            Effect.andThen(Deferred.await(firstRan), drained(30_000))
           )
         )
         for (const id of ids) expect((yield* detail(id)).job.state).toBe("Succeeded")

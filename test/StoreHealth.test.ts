@@ -8,11 +8,14 @@ import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
 import * as Option from "effect/Option"
-import * as TestClock from "effect/TestClock"
+import * as TestClock from "effect/testing/TestClock"
 import { isOutage, StoreError } from "../src/internal/store/StoreError.js"
 import * as StoreHealth from "../src/internal/worker/StoreHealth.js"
 
-const settle = Effect.repeatN(Effect.yieldNow(), 50)
+const settle = Effect.repeat(Effect.yieldNow, { times: 50 })
+
+/** The fiber's exit, if it has ended. */
+const poll = <A, E>(fiber: Fiber.Fiber<A, E>) => Effect.sync(() => Option.fromUndefinedOr(fiber.pollUnsafe()))
 
 describe("StoreHealth", () => {
   it.effect("a call waiting to retry retries at once when another call sees the store back", () =>
@@ -24,7 +27,7 @@ describe("StoreHealth", () => {
         tries++
         return down ? Effect.fail(new Error("connection refused")) : Effect.succeed("ok")
       })
-      const waiter = yield* Effect.fork(health.retrying(call))
+      const waiter = yield* Effect.forkChild(health.retrying(call))
       // a second of outage: the waiter backs off to 500 ms between tries
       yield* settle
       yield* TestClock.adjust("1 second")
@@ -34,13 +37,13 @@ describe("StoreHealth", () => {
       down = false
       // nothing else has reached the store yet: the waiter sleeps on (the clock does not move)
       yield* settle
-      expect(Option.isNone(yield* Fiber.poll(waiter))).toBe(true)
+      expect(Option.isNone(yield* poll(waiter))).toBe(true)
       expect(tries).toBe(before)
       // another call gets through: the store is back, and the waiter retries at once
       expect(yield* health.observe(Effect.succeed(1))).toBe(1)
       expect(health.downSince()).toBeUndefined()
       yield* settle
-      expect(yield* Fiber.poll(waiter)).toEqual(Option.some(expect.objectContaining({ _tag: "Success", value: "ok" })))
+      expect(yield* poll(waiter)).toEqual(Option.some(expect.objectContaining({ _tag: "Success", value: "ok" })))
       expect(tries).toBe(before + 1)
     }))
 
@@ -49,7 +52,7 @@ describe("StoreHealth", () => {
       const health = StoreHealth.make("w")
       let tries = 0
       const call = Effect.suspend(() => (++tries < 4 ? Effect.fail(new Error("rejected")) : Effect.succeed("ok")))
-      const waiter = yield* Effect.fork(health.retrying(call))
+      const waiter = yield* Effect.forkChild(health.retrying(call))
       yield* settle
       expect(tries).toBe(1)
       yield* TestClock.adjust("50 millis")

@@ -32,7 +32,7 @@ for (const [name, env] of setups) {
               tenant,
               // stays inside until the group is full (at most 300 ms: the last jobs cannot fill it), so that
               // the cap is reached however loaded the machine is
-              Effect.zipRight(
+              Effect.andThen(
                 Effect.sleep("5 millis").pipe(Effect.repeat({ until: () => holders.current("group:exports") >= 3 }), Effect.timeout("300 millis"), Effect.ignore),
                 Effect.sync(() => runs.set(`${tenant}/${i}`, (runs.get(`${tenant}/${i}`) ?? 0) + 1))
               )
@@ -50,7 +50,7 @@ for (const [name, env] of setups) {
             ids.push(yield* p.enqueue(Export, { tenant, i }, JobParameters.make().withSemaphore(tenant, 2, "Wait", exportsCap)))
           }
         }
-        yield* Effect.scoped(Effect.zipRight(Worker.make({ addons: [Concurrency.addon], concurrency: 10, pollInterval: "5 millis" }), drained(60_000)))
+        yield* Effect.scoped(Effect.andThen(Worker.make({ addons: [Concurrency.addon], concurrency: 10, pollInterval: "5 millis" }), drained(60_000)))
         for (const tenant of tenants) expect(holders.max.get(tenant), tenant).toBeLessThanOrEqual(2)
         // the group's cap held, and it was reached (10 fibers, 5 tenants of 2: the group is what limits)
         expect(holders.max.get("group:exports")).toBe(3)
@@ -79,9 +79,9 @@ for (const [name, env] of setups) {
           const ids = yield* Effect.forEach(["a", "b", "c", "d"], (tenant, i) => p.enqueue(Export, { tenant, i }, params(tenant)))
           yield* Effect.scoped(
             Worker.make({ addons: [Concurrency.addon], concurrency: 4, pollInterval: "5 millis" }).pipe(
-              Effect.zipRight(whileFull(ids)),
-              Effect.zipRight(Deferred.succeed(release, undefined)),
-              Effect.zipRight(drained(30_000))
+              Effect.andThen(whileFull(ids)),
+              Effect.andThen(Deferred.succeed(release, undefined)),
+              Effect.andThen(drained(30_000))
             )
           )
           return { ids, details: yield* Effect.forEach(ids, detail) }

@@ -1,8 +1,9 @@
 import { describe, expect, expectTypeOf, it } from "@effect/vitest"
-import type * as SqlClient from "@effect/sql/SqlClient"
+import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
+import type * as SqlClient from "effect/sql/SqlClient"
 import { spawnSync } from "node:child_process"
 import {
   Contract,
@@ -21,7 +22,7 @@ import { detail, drained } from "./support/runtime.js"
 
 const Work = Contract.job("WarpWork", Schema.Struct({ i: Schema.Number }), { policy: [Semaphore("warp-layer", 2)] })
 
-class Mailer extends Effect.Service<Mailer>()("test/Mailer", { succeed: { send: (_: number) => Effect.void } }) {}
+class Mailer extends Context.Service<Mailer, { readonly send: (n: number) => Effect.Effect<void> }>()("test/Mailer") {}
 
 describe("Warp.layer", () => {
   it("its type names what it needs: a SqlClient, the handlers' services, a custom provider's", () => {
@@ -29,10 +30,10 @@ describe("Warp.layer", () => {
     expectTypeOf(plain).toEqualTypeOf<Layer.Layer<Warp.Services, Warp.BuildError, SqlClient.SqlClient>>()
     const needsMailer = Warp.layer({ handlers: [Handler.job(Work, ({ i }) => Effect.flatMap(Mailer, (m) => m.send(i)))] })
     expectTypeOf(needsMailer).toEqualTypeOf<Layer.Layer<Warp.Services, Warp.BuildError, SqlClient.SqlClient | Mailer>>()
-    class Tenant extends Effect.Service<Tenant>()("test/Tenant", { succeed: { id: "t" } }) {}
+    class Tenant extends Context.Service<Tenant, { readonly id: string }>()("test/Tenant") {}
     const custom: Layer.Layer<SemaphoreProvider.SemaphoreProvider, "provider down", Tenant> = Layer.effect(
       SemaphoreProvider.SemaphoreProvider,
-      Effect.zipRight(Tenant, SemaphoreProviderMemory.make)
+      Effect.andThen(Tenant, SemaphoreProviderMemory.make)
     )
     const withProvider = Warp.layer({ handlers: [], semaphoreProvider: custom })
     expectTypeOf(withProvider).toEqualTypeOf<Layer.Layer<Warp.Services, Warp.BuildError | "provider down", SqlClient.SqlClient | Tenant>>()

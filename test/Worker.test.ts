@@ -14,7 +14,7 @@ const Add = Contract.job("Add", Schema.Struct({ n: Schema.Number }))
 const Boom = Contract.job("Boom", Schema.Struct({ mode: Schema.String }))
 const Signup = Contract.message("Signup", Schema.Struct({ user: Schema.String }))
 
-class Sum extends Context.Tag("test/Sum")<Sum, Ref.Ref<number>>() {}
+class Sum extends Context.Service<Sum, Ref.Ref<number>>()("test/Sum") {}
 
 const handlers = [
   Handler.job(Add, ({ n }) => Effect.flatMap(Sum, (r) => Ref.update(r, (x) => x + n))),
@@ -38,7 +38,7 @@ for (const [name, storeLayer] of stores) {
         const ids = yield* Effect.forEach(Array.from({ length: 50 }, (_, i) => i + 1), (n) => publisher.enqueue(Add, { n }))
         const fail = yield* publisher.enqueue(Boom, { mode: "fail" })
         const die = yield* publisher.enqueue(Boom, { mode: "die" })
-        yield* Effect.scoped(Effect.zipRight(Worker.make({ concurrency: 6, pollInterval: "10 millis" }), drained()))
+        yield* Effect.scoped(Effect.andThen(Worker.make({ concurrency: 6, pollInterval: "10 millis" }), drained()))
         expect(yield* Ref.get(yield* Sum)).toBe((50 * 51) / 2)
         for (const id of ids) expect((yield* detail(id)).job.state).toBe("Succeeded")
         const f = yield* detail(fail)
@@ -73,7 +73,7 @@ for (const [name, storeLayer] of stores) {
         const publisher = yield* Publisher.Publisher
         const children = yield* publisher.publish(Signup, { user: "ada" })
         expect(children.length).toBe(2)
-        yield* Effect.scoped(Effect.zipRight(Worker.make({ concurrency: 2, pollInterval: "10 millis" }), drained()))
+        yield* Effect.scoped(Effect.andThen(Worker.make({ concurrency: 2, pollInterval: "10 millis" }), drained()))
         const handlersSeen = yield* Effect.forEach(children, (id) => Effect.map(detail(id), (d) => [d.job.handler, d.job.state]))
         expect(handlersSeen.sort()).toEqual([["crm-sync", "Succeeded"], ["welcome-mail", "Succeeded"]])
       }).pipe(Effect.provide(env())))
@@ -97,7 +97,7 @@ for (const [name, storeLayer] of stores) {
         ])
         const publisher = yield* Publisher.Publisher
         const ok = yield* publisher.enqueue(Add, { n: 5 })
-        yield* Effect.scoped(Effect.zipRight(Worker.make({ concurrency: 1, pollInterval: "10 millis" }), drained()))
+        yield* Effect.scoped(Effect.andThen(Worker.make({ concurrency: 1, pollInterval: "10 millis" }), drained()))
         const u = yield* detail("unknown-1")
         expect(u.job.state).toBe("Failed")
         expect(u.logs.at(-1)!.message).toMatch(/Unknown job type 'NoSuchJob'/)
@@ -112,7 +112,7 @@ for (const [name, storeLayer] of stores) {
         const started = yield* Deferred.make<void>()
         const release = yield* Deferred.make<void>()
         const Slow = Contract.job("Slow", Schema.Struct({}))
-        const reg = Registry.layer({ handlers: [Handler.job(Slow, () => Deferred.succeed(started, undefined).pipe(Effect.zipRight(Deferred.await(release))))] })
+        const reg = Registry.layer({ handlers: [Handler.job(Slow, () => Deferred.succeed(started, undefined).pipe(Effect.andThen(Deferred.await(release))))] })
         const id = yield* Effect.gen(function* () {
           const id = yield* (yield* Publisher.Publisher).enqueue(Slow, {})
           yield* Effect.scoped(
@@ -120,7 +120,7 @@ for (const [name, storeLayer] of stores) {
               yield* Worker.make({ concurrency: 1, pollInterval: "10 millis", gracePeriod: "10 seconds" })
               yield* Deferred.await(started)
               // let the attempt finish while the scope is closing
-              yield* Effect.forkDaemon(Effect.sleep("50 millis").pipe(Effect.zipRight(Deferred.succeed(release, undefined))))
+              yield* Effect.forkDetach(Effect.sleep("50 millis").pipe(Effect.andThen(Deferred.succeed(release, undefined))))
             })
           )
           return id
@@ -132,11 +132,11 @@ for (const [name, storeLayer] of stores) {
       Effect.gen(function* () {
         const started = yield* Deferred.make<void>()
         const Hang = Contract.job("Hang", Schema.Struct({}))
-        const reg = Registry.layer({ handlers: [Handler.job(Hang, () => Deferred.succeed(started, undefined).pipe(Effect.zipRight(Effect.never)))] })
+        const reg = Registry.layer({ handlers: [Handler.job(Hang, () => Deferred.succeed(started, undefined).pipe(Effect.andThen(Effect.never)))] })
         const id = yield* Effect.gen(function* () {
           const id = yield* (yield* Publisher.Publisher).enqueue(Hang, {})
           yield* Effect.scoped(
-            Effect.zipRight(Worker.make({ concurrency: 1, pollInterval: "10 millis", gracePeriod: "50 millis" }), Deferred.await(started))
+            Effect.andThen(Worker.make({ concurrency: 1, pollInterval: "10 millis", gracePeriod: "50 millis" }), Deferred.await(started))
           )
           return id
         }).pipe(Effect.provide(Publisher.layer.pipe(Layer.provideMerge(reg))))

@@ -144,7 +144,7 @@ const EXPECTED = {
     "Semaphore",
     "SemaphoreProvider", "SemaphoreProvider.SemaphoreError", "SemaphoreProvider.SemaphoreProvider", "SemaphoreProvider.SemaphoreProviderService", "SemaphoreProvider.Slot", "SemaphoreProvider.slotName", "SemaphoreProvider.validateLimit",
     "SemaphoreProviderMemory", "SemaphoreProviderMemory.layer", "SemaphoreProviderMemory.make",
-    "SemaphoreProviderPg", "SemaphoreProviderPg.PgProviderOptions", "SemaphoreProviderPg.layer", "SemaphoreProviderPg.make",
+    "SemaphoreProviderPg", "SemaphoreProviderPg.PgProviderOptions", "SemaphoreProviderPg.PgSlotConnection", "SemaphoreProviderPg.layer", "SemaphoreProviderPg.make",
     "SlotAudit", "SlotAudit.LeakedSlot", "SlotAudit.SlotAudit", "SlotAudit.SlotAuditError", "SlotAudit.SlotAuditOptions", "SlotAudit.SlotAuditReport", "SlotAudit.SlotAuditService", "SlotAudit.StuckHolder", "SlotAudit.layer", "SlotAudit.leakedGauge", "SlotAudit.stuckGauge", "SlotAudit.terminatedTotal",
     "StoreError",
     "Timeout",

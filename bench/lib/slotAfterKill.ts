@@ -41,7 +41,7 @@ const providerLayer = (kind: Kind, target: string, deadlineMs: number): Layer.La
         Layer.provide(PgClient.layer({ url: Redacted.make(target), maxConnections: 4 }))
       )
 
-const withProvider = <A>(kind: Kind, target: string, deadlineMs: number, f: (p: SemaphoreProvider["Type"]) => Effect.Effect<A, unknown, Scope.Scope>) =>
+const withProvider = <A>(kind: Kind, target: string, deadlineMs: number, f: (p: SemaphoreProvider["Service"]) => Effect.Effect<A, unknown, Scope.Scope>) =>
   Effect.runPromise(Effect.scoped(Effect.flatMap(Effect.map(Layer.build(providerLayer(kind, target, deadlineMs)), Context.get(SemaphoreProvider)), f)))
 
 const self = fileURLToPath(import.meta.url)

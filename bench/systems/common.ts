@@ -53,7 +53,7 @@ export interface BacklogResult {
   readonly requeues: number
   /** Succeeded jobs as the system's own tables say. */
   readonly succeeded: number
-  /** CPU time of this (the worker's) process over the window, ms (warp only). */
+  /** CPU time of the process running the worker over the window, ms (every system's backlog run). */
   readonly cpuMs?: number
   /** Server counters over the processing window (workers started .. workers stopped). */
   readonly db: DbCounters

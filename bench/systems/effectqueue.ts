@@ -1,31 +1,30 @@
 /**
- * Effect's own durable queue: `@effect/sql/SqlPersistedQueue` (the store) behind
- * `@effect/experimental/PersistedQueue` (the typed queue), on `@effect/sql-pg`. It is the queue an
- * Effect user would try first. It has no concurrency keys, no per-key limits and no dedupe by key
- * (an `offer` with an id already in the table is dropped, which is not a per-key gate), so it runs
- * the keyless scenario only.
+ * Effect's own durable queue: `PersistedQueue` of `effect/persistence/PersistedQueue` (Effect 4.1; in
+ * Effect 3 it was `@effect/experimental/PersistedQueue` on `@effect/sql/SqlPersistedQueue`) with its
+ * SQL store (`PersistedQueue.layerStoreSql`), on `@effect/sql-pg`. It is the queue an Effect user would
+ * try first. It has no concurrency keys, no per-key limits and no dedupe by key (an `offer` with an id
+ * already in the table is dropped, which is not a per-key gate), so it runs the keyless scenario only.
  *
- * How it works (0.52.1): one table (`effect_queue`); `offer` inserts one row per call (there is no
- * bulk offer); per queue name and process one poller claims as many rows as there are waiting
- * `take` callers in one `UPDATE ... WHERE sequence IN (SELECT ... ORDER BY updated_at, sequence
- * FOR UPDATE SKIP LOCKED LIMIT n)`, hands them to the takers through a mailbox and polls again
- * once they are all taken; a taken element is marked completed by its own `UPDATE` when the
- * handler's scope closes (the row stays, `completed = true`). `@effect/experimental` is a peer
- * dependency of `@effect/sql`, so it is installed with the root's `npm ci`.
+ * How it works (effect 4.1.5): one table (`effect_queue`, made by its own migrations, table
+ * `effect_queue_migrations`); `offer` inserts one row per call (there is no bulk offer); per queue name
+ * and process one poller claims as many rows as there are waiting `take` callers in one
+ * `WITH cte AS (UPDATE ... WHERE sequence IN (SELECT ... ORDER BY visible_at, sequence FOR UPDATE SKIP
+ * LOCKED LIMIT n) RETURNING ...)`, hands them to the takers through a queue and polls again once they
+ * are all taken; a taken element is marked completed (`state = 'completed'`, the row stays) by its own
+ * `UPDATE` when the handler's scope closes.
  */
-import * as PersistedQueue from "@effect/experimental/PersistedQueue"
 import * as PgClient from "@effect/sql-pg/PgClient"
-import * as SqlClient from "@effect/sql/SqlClient"
-import * as SqlPersistedQueue from "@effect/sql/SqlPersistedQueue"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
+import * as PersistedQueue from "effect/persistence/PersistedQueue"
 import * as Redacted from "effect/Redacted"
 import * as Schema from "effect/Schema"
+import * as SqlClient from "effect/sql/SqlClient"
 import { diffCounters, readCounters, withClient } from "../lib/server.js"
 import { type BacklogResult, type BacklogSpec, Holders, waitUntil } from "./common.js"
 
-export const name = "effect SqlPersistedQueue"
+export const name = "effect PersistedQueue (SQL store)"
 
 const QUEUE = "bench"
 const Payload = Schema.Struct({ i: Schema.Number })
@@ -37,14 +36,14 @@ const Payload = Schema.Struct({ i: Schema.Number })
  */
 const layer = (url: string, maxConnections: number, pollMs: number) =>
   PersistedQueue.layer.pipe(
-    Layer.provideMerge(SqlPersistedQueue.layerStore({ pollInterval: pollMs })),
+    Layer.provideMerge(PersistedQueue.layerStoreSql({ pollInterval: pollMs })),
     Layer.provideMerge(PgClient.layer({ url: Redacted.make(url), maxConnections, idleTimeout: "30 seconds" }))
   )
 
 /**
  * Writes the backlog as `offer` writes each row (a random uuid id, the queue name, the JSON-encoded
- * element, `completed = false`, `attempts = 0`, `created_at = updated_at = NOW()`), 2,000 rows a
- * statement: `offer` has no bulk form, and the backlog is written before the measured window anyway.
+ * element, `state = 'pending'`, `attempts = 0`, `visible_at = created_at = updated_at = NOW()`), 2,000
+ * rows a statement: `offer` has no bulk form, and the backlog is written before the measured window anyway.
  */
 const insertBacklog = (jobs: number) =>
   Effect.gen(function* () {
@@ -54,8 +53,8 @@ const insertBacklog = (jobs: number) =>
       const ids = Array.from({ length: n }, () => crypto.randomUUID())
       const elements = Array.from({ length: n }, (_, k) => JSON.stringify({ i: start + k }))
       yield* sql`
-        INSERT INTO effect_queue (id, queue_name, element, completed, attempts, created_at, updated_at)
-        SELECT id, ${QUEUE}, element, FALSE, 0, NOW(), NOW()
+        INSERT INTO effect_queue (id, queue_name, element, state, attempts, visible_at, created_at, updated_at)
+        SELECT id, ${QUEUE}, element, 'pending', 0, NOW(), NOW(), NOW()
         FROM unnest(${ids}::text[], ${elements}::text[]) WITH ORDINALITY AS t(id, element, n)
         ORDER BY n`
     }
@@ -71,11 +70,13 @@ export const backlog = async (url: string, spec: BacklogSpec): Promise<BacklogRe
   await Effect.runPromise(insertBacklog(spec.jobs).pipe(Effect.provide(layer(url, 4, spec.pollMs))))
   const before = await readCounters(url)
   let elapsedMs = 0
+  let cpuMs = 0
   await Effect.runPromise(
     Effect.scoped(
       Effect.gen(function* () {
         const queue = yield* PersistedQueue.make({ name: QUEUE, schema: Payload })
         const t0 = performance.now()
+        const cpu0 = process.cpuUsage()
         const lane = queue
           .take(() =>
             Effect.acquireUseRelease(
@@ -85,13 +86,15 @@ export const backlog = async (url: string, spec: BacklogSpec): Promise<BacklogRe
             )
           )
           .pipe(Effect.forever)
-        const lanes = yield* Effect.forEach(Array.from({ length: spec.workers }), () => Effect.fork(lane))
+        const lanes = yield* Effect.forEach(Array.from({ length: spec.workers }), () => Effect.forkChild(lane))
         elapsedMs = yield* Effect.promise(() => waitUntil(() => holders.completed >= spec.jobs, spec.capMs, t0))
+        const cpu = process.cpuUsage(cpu0)
+        cpuMs = (cpu.user + cpu.system) / 1000
         yield* Fiber.interruptAll(lanes)
       })
     ).pipe(Effect.provide(layer(url, spec.workers + 2, spec.pollMs)))
   )
   const after = await readCounters(url)
-  const succeeded = await withClient(url, async (c) => Number((await c.query(`SELECT count(*)::int AS n FROM effect_queue WHERE completed`)).rows[0].n))
-  return { completed: holders.completed, elapsedMs, maxHolders: holders.max, requeues: 0, succeeded, db: diffCounters(before, after) }
+  const succeeded = await withClient(url, async (c) => Number((await c.query(`SELECT count(*)::int AS n FROM effect_queue WHERE state = 'completed'`)).rows[0].n))
+  return { completed: holders.completed, elapsedMs, maxHolders: holders.max, requeues: 0, succeeded, cpuMs, db: diffCounters(before, after) }
 }

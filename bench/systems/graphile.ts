@@ -32,6 +32,8 @@ export const backlog = async (url: string, spec: BacklogSpec): Promise<BacklogRe
   const before = await readCounters(url)
   const holders = new Holders()
   const t0 = performance.now()
+  // CPU time of this (the worker's) process over the window, as systems/warp.ts measures it
+  const cpu0 = process.cpuUsage()
   const runner = await run({
     connectionString: url,
     concurrency: spec.workers,
@@ -48,11 +50,13 @@ export const backlog = async (url: string, spec: BacklogSpec): Promise<BacklogRe
     }
   })
   const elapsedMs = await waitUntil(() => holders.completed >= spec.jobs, spec.capMs, t0)
+  const cpu = process.cpuUsage(cpu0)
+  const cpuMs = (cpu.user + cpu.system) / 1000
   await runner.stop()
   const after = await readCounters(url)
   // completed jobs are deleted by graphile-worker
   const left = await withClient(url, async (c) => Number((await c.query(`SELECT count(*)::int AS n FROM graphile_worker.jobs`)).rows[0].n))
-  return { completed: holders.completed, elapsedMs, maxHolders: holders.max, requeues: 0, succeeded: spec.jobs - left, db: diffCounters(before, after), order: holders.order, maxLive: holders.maxLive }
+  return { completed: holders.completed, elapsedMs, maxHolders: holders.max, requeues: 0, succeeded: spec.jobs - left, cpuMs, db: diffCounters(before, after), order: holders.order, maxLive: holders.maxLive }
 }
 
 /** Producers: `addJob` one at a time from `spec.producers` callers, or `addJobs` calls of `spec.batch` jobs. */

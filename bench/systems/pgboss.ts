@@ -65,6 +65,8 @@ export const backlog = async (url: string, spec: BacklogSpec): Promise<BacklogRe
   const before = await readCounters(url)
   const holders = new Holders()
   const t0 = performance.now()
+  // CPU time of this (the worker's) process over the window, as systems/warp.ts measures it
+  const cpu0 = process.cpuUsage()
   const b = boss(url, spec.workers + 4)
   await b.start()
   await b.work(QUEUE, { ...workOptions(spec), ...(spec.keyOf(0) === undefined ? {} : { groupConcurrency: spec.limit }) }, async (jobs: any[]) => {
@@ -75,12 +77,14 @@ export const backlog = async (url: string, spec: BacklogSpec): Promise<BacklogRe
     }
   })
   const elapsedMs = await waitUntil(() => holders.completed >= spec.jobs, spec.capMs, t0)
+  const cpu = process.cpuUsage(cpu0)
+  const cpuMs = (cpu.user + cpu.system) / 1000
   await b.stop({ graceful: true, close: true, timeout: 10_000 })
   // stop() resolves before its pool has closed everywhere; give it a moment
   await sleep(200)
   const after = await readCounters(url)
   const succeeded = await withClient(url, async (c) => Number((await c.query(`SELECT count(*)::int AS n FROM pgboss.job WHERE state = 'completed'`)).rows[0].n))
-  return { completed: holders.completed, elapsedMs, maxHolders: holders.max, requeues: 0, succeeded, db: diffCounters(before, after), order: holders.order, maxLive: holders.maxLive }
+  return { completed: holders.completed, elapsedMs, maxHolders: holders.max, requeues: 0, succeeded, cpuMs, db: diffCounters(before, after), order: holders.order, maxLive: holders.maxLive }
 }
 
 /** Dedupe: producers send `enqueues` jobs with `singletonKey` on an `exclusive` queue while workers run. */

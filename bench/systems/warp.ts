@@ -1,12 +1,12 @@
 /** This project, driven through its public modules (imported from ../src). */
 import * as PgClient from "@effect/sql-pg/PgClient"
-import * as SqlClient from "@effect/sql/SqlClient"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
 import * as Redacted from "effect/Redacted"
 import * as Schema from "effect/Schema"
 import * as Scope from "effect/Scope"
+import * as SqlClient from "effect/sql/SqlClient"
 import * as Concurrency from "../../src/internal/concurrency/ConcurrencyAddon.js"
 import * as Contract from "../../src/internal/job/Contract.js"
 import * as Handler from "../../src/internal/job/Handler.js"
@@ -232,9 +232,9 @@ export const latency = async (
         Effect.gen(function* () {
           const scope = yield* Scope.make()
           const t0 = performance.now()
-          const slot = yield* provider.tryAcquire(name, limit, 0).pipe(Scope.extend(scope))
+          const slot = yield* provider.tryAcquire(name, limit, 0).pipe(Scope.provide(scope))
           const t1 = performance.now()
-          if (slot._tag !== "Some") return yield* Effect.dieMessage("slot unexpectedly full")
+          if (slot._tag !== "Some") return yield* Effect.die(new Error("slot unexpectedly full"))
           yield* Scope.close(scope, Exit.void)
           const t2 = performance.now()
           if (tag !== undefined) {

@@ -1,6 +1,6 @@
-import * as SqlClient from "@effect/sql/SqlClient"
 import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
+import * as SqlClient from "effect/sql/SqlClient"
 import { Contract, JobParameters, Publisher } from "warp-effect"
 
 const SendInvoice = Contract.job("SendInvoice", Schema.Struct({ customerId: Schema.Number }))

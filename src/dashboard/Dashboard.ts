@@ -1,6 +1,6 @@
 /**
- * The web dashboard: an `HttpRouter` to mount in your own `@effect/platform` server, or a Layer that
- * serves it on its own port.
+ * The web dashboard: routes to add to your own `effect/http` `HttpRouter`, or a Layer that serves it
+ * on its own port.
  *
  * @since 0.1.0
  */
@@ -48,7 +48,8 @@ export type DashboardOptions = internal.DashboardOptions
 export type ServeOptions = internal.ServeOptions
 
 /**
- * The dashboard's routes, to mount in your own server. Needs a `JobStore`.
+ * The dashboard's routes, as a Layer adding them to your app's `HttpRouter` (merge it into the layers
+ * given to `HttpRouter.serve`). Their handlers need a `JobStore`.
  *
  * @since 0.1.0
  * @category constructors

@@ -362,7 +362,7 @@ describe.skipIf(!available)("dashboard in a browser", () => {
     const failed = await bare.run(Effect.flatMap(F.JobStoreTag, (s) => s.list({ state: "Failed", limit: 10, offset: 0 })))
     const id = failed.rows[0]!.id
     const worker = await bare.run(
-      Effect.forkDaemon(Effect.scoped(Effect.zipRight(Worker.make({ concurrency: 2, pollInterval: "20 millis" }), Effect.never)))
+      Effect.forkDetach(Effect.scoped(Effect.andThen(Worker.make({ concurrency: 2, pollInterval: "20 millis" }), Effect.never)))
     )
     try {
       const page = await browser.newPage()

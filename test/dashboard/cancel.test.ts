@@ -28,14 +28,14 @@ const Render = Contract.job("Render", Schema.Struct({ n: Schema.Number }), { pol
 let runtime: ManagedRuntime.ManagedRuntime<any, unknown>
 let writable: Awaited<ReturnType<typeof F.serve>>
 let readOnly: Awaited<ReturnType<typeof F.serve>>
-let scope: Scope.CloseableScope
-const started = Deferred.unsafeMake<void>(undefined as never)
+let scope: Scope.Closeable
+const started = Deferred.makeUnsafe<void>()
 let interrupted = 0
 let secondRan = false
 
 const handler = Handler.job(Render, ({ n }) =>
   n === 1
-    ? Effect.zipRight(Deferred.succeed(started, undefined), Effect.never).pipe(Effect.onInterrupt(() => Effect.sync(() => void interrupted++)))
+    ? Effect.andThen(Deferred.succeed(started, undefined), Effect.never).pipe(Effect.onInterrupt(() => Effect.sync(() => void interrupted++)))
     : Effect.sync(() => void (secondRan = true))
 )
 
@@ -55,7 +55,7 @@ beforeAll(async () => {
   const app = { context, run: (e: any) => runtime.runPromise(e), seeded: undefined as never, dispose: () => runtime.dispose() } as F.App<any>
   ;[writable, readOnly] = await Promise.all([F.serve(app, { authorize: Dashboard.allowWrites }), F.serve(app)])
   scope = await run(Scope.make())
-  await run(Worker.make({ addons: [Concurrency.addon], concurrency: 2, pollInterval: "10 millis", cancelCheckInterval: "50 millis" }).pipe(Scope.extend(scope)))
+  await run(Worker.make({ addons: [Concurrency.addon], concurrency: 2, pollInterval: "10 millis", cancelCheckInterval: "50 millis" }).pipe(Scope.provide(scope)))
 })
 
 afterAll(async () => {

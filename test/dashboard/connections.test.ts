@@ -6,7 +6,7 @@
  * of another process are counted for that process only; a name two processes share, or none, is
  * unknown. The workers page shows the counts.
  */
-import * as SqlClient from "@effect/sql/SqlClient"
+import * as SqlClient from "effect/sql/SqlClient"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
@@ -33,9 +33,9 @@ const sessionsNamed = (name: string) =>
 
 describe("connections per worker", () => {
   it("counts each worker process's connections (the PostgreSQL provider's slot connections among them) and shows them on the workers page", async () => {
-    const started = Array.from({ length: 3 }, () => Deferred.unsafeMake<void>(undefined as never))
-    const release = Deferred.unsafeMake<void>(undefined as never)
-    const handler = Handler.job(Hold, ({ n }) => Effect.zipRight(Deferred.succeed(started[n]!, undefined), Deferred.await(release)))
+    const started = Array.from({ length: 3 }, () => Deferred.makeUnsafe<void>())
+    const release = Deferred.makeUnsafe<void>()
+    const handler = Handler.job(Hold, ({ n }) => Effect.andThen(Deferred.succeed(started[n]!, undefined), Deferred.await(release)))
     let url = ""
     const env = Publisher.layer.pipe(
       Layer.provideMerge(Registry.layer({ handlers: [handler] })),
@@ -43,7 +43,7 @@ describe("connections per worker", () => {
       Layer.provideMerge(SemaphoreProviderPg.layer()),
       Layer.provideMerge(JobStorePg.layer),
       Layer.provideMerge(
-        Layer.unwrapScoped(
+        Layer.unwrap(
           Effect.map(freshDatabaseUrl, (u) => {
             url = u
             return Database.layer(u, { maxConnections: 12 })
@@ -81,12 +81,12 @@ describe("connections per worker", () => {
             if (w !== undefined && before === after) return { reported: w.connections, actual: after }
             yield* Effect.sleep("20 millis")
           }
-          return yield* Effect.dieMessage("the connection count did not settle")
+          return yield* Effect.die(new Error("the connection count did not settle"))
         })
 
       const idle = await runtime.runPromise(
         Effect.gen(function* () {
-          yield* Worker.make({ addons: [Concurrency.addon], concurrency: 4, pollInterval: "20 millis", workerId: "worker-pg" }).pipe(Scope.extend(scope))
+          yield* Worker.make({ addons: [Concurrency.addon], concurrency: 4, pollInterval: "20 millis", workerId: "worker-pg" }).pipe(Scope.provide(scope))
           return yield* settled("worker-pg")
         })
       )
@@ -164,7 +164,7 @@ describe("connections per worker", () => {
     try {
       const workers = await runtime.runPromise(
         Effect.flatMap(JobStore, (s) =>
-          Effect.zipRight(s.reportWorker({ workerId: "mem", host: "h", pid: 1, lanes: 2, inFlight: 0, slots: [], heartbeatMs: 1000 }), s.workers)
+          Effect.andThen(s.reportWorker({ workerId: "mem", host: "h", pid: 1, lanes: 2, inFlight: 0, slots: [], heartbeatMs: 1000 }), s.workers)
         )
       )
       expect(workers).toHaveLength(1)

@@ -3,10 +3,10 @@
  * with or without the concurrency addon), seeded with jobs in every state by a real worker, and
  * dashboards served from it on ephemeral loopback ports.
  */
-import type * as HttpServerError from "@effect/platform/HttpServerError"
-import * as SqlClient from "@effect/sql/SqlClient"
+import * as SqlClient from "effect/sql/SqlClient"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
+import type * as HttpServerError from "effect/http/HttpServerError"
 import * as Layer from "effect/Layer"
 import * as ManagedRuntime from "effect/ManagedRuntime"
 import * as Option from "effect/Option"
@@ -81,7 +81,7 @@ export const seed: Effect.Effect<Seeded, unknown, Env> = Effect.gen(function* ()
           Effect.provideService(SemaphoreProvider, provider.value)
         )
       : Worker.make(options)
-  yield* Effect.scoped(Effect.zipRight(worker, drained(30_000)))
+  yield* Effect.scoped(Effect.andThen(worker, drained(30_000)))
   const waiting = yield* Effect.forEach([1, 2], (i) => p.enqueue(ChargeCard, { invoice: 2000 + i, customer: "c-late" }))
   const later = yield* p.schedule(ChargeCard, { invoice: 3000, customer: "c-tomorrow" }, new Date(Date.now() + 86_400_000))
   // the ChargeCard with the most requeues (there usually are some: 2 slots, 4 worker fibers)

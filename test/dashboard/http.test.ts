@@ -3,13 +3,15 @@
  * escaping, CSRF, authorization, bad form input, 404 without the concurrency addon, and the README's
  * mount inside an existing Effect HTTP app.
  */
-import * as HttpServer from "@effect/platform/HttpServer"
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
+import * as HttpRouter from "effect/http/HttpRouter"
+import * as HttpServer from "effect/http/HttpServer"
 import * as Layer from "effect/Layer"
 import * as ManagedRuntime from "effect/ManagedRuntime"
-import * as SqlClient from "@effect/sql/SqlClient"
+import * as NetAddress from "effect/net/NetAddress"
+import * as SqlClient from "effect/sql/SqlClient"
 import { createHash } from "node:crypto"
 import { createServer } from "node:http"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
@@ -383,14 +385,14 @@ describe("without the concurrency addon", () => {
 describe("mounted inside an existing Effect HTTP app (README example)", () => {
   it("serves the app's own routes and the dashboard under its prefix, with links and cookie under that prefix", async () => {
     const runtime = ManagedRuntime.make(
-      HttpServer.serve(ReadmeExample.app).pipe(
+      HttpRouter.serve(ReadmeExample.app).pipe(
         Layer.provideMerge(NodeHttpServer.layer(createServer, { port: 0, host: "127.0.0.1" })),
         Layer.provide(Layer.succeedContext(app.context))
       )
     )
     try {
-      const address = await runtime.runPromise(HttpServer.addressWith((a) => Effect.succeed(a)))
-      const origin = `http://127.0.0.1:${(address as HttpServer.TcpAddress).port}`
+      const address = await runtime.runPromise(Effect.map(HttpServer.HttpServer, (server) => server.address))
+      const origin = `http://127.0.0.1:${(address as NetAddress.InetAddress).port}`
       expect(await (await get(`${origin}/`)).text()).toBe("my app")
       expect((await get(`${origin}/admin/warp`)).headers.get("location")).toBe("/admin/warp/jobs")
       const jobs = await (await get(`${origin}/admin/warp/jobs`)).text()

@@ -23,7 +23,7 @@ const Declared = Contract.job("Declared", Schema.Struct({}), { policy: [Semaphor
 
 const inside = Effect.runSync(Queue.unbounded<string>())
 const release = Effect.runSync(Deferred.make<void>())
-const hold = (id: string) => Effect.zipRight(Queue.offer(inside, id), Deferred.await(release))
+const hold = (id: string) => Effect.andThen(Queue.offer(inside, id), Deferred.await(release))
 
 const handlers = [Handler.job(Gate, (_, info) => hold(info.jobId)), Handler.job(Declared, (_, info) => hold(info.jobId))] as const
 
@@ -32,7 +32,7 @@ let runtime: ManagedRuntime.ManagedRuntime<any, unknown>
 let app: F.App<any>
 let site: Awaited<ReturnType<typeof F.serve>>
 let paged: Awaited<ReturnType<typeof F.serve>>
-let worker: Fiber.RuntimeFiber<unknown, unknown>
+let worker: Fiber.Fiber<unknown, unknown>
 const ids = { holders: [] as Array<string>, waiting: [] as Array<string>, declared: "", hostile: "", folded: "" }
 
 /** Polls (bounded) until nothing is Enqueued or Processing (the folded job stays Scheduled tomorrow). */
@@ -42,7 +42,7 @@ const settled = Effect.gen(function* () {
   while (true) {
     const c = yield* store.countByState
     if (c.Enqueued + c.Processing === 0) return c
-    if (Date.now() - start > 30_000) return yield* Effect.dieMessage(`not settled: ${JSON.stringify(c)}`)
+    if (Date.now() - start > 30_000) return yield* Effect.die(new Error(`not settled: ${JSON.stringify(c)}`))
     yield* Effect.sleep("20 millis")
   }
 })
@@ -80,9 +80,9 @@ beforeAll(async () => {
   // three fibers, each held inside a handler: nothing else is claimed while the pages are read
   worker = runtime.runFork(
     Effect.scoped(
-      Effect.zipRight(
+      Effect.andThen(
         Worker.make({ concurrency: 3, pollInterval: "10 millis", addons: [Concurrency.addon], workerId: "keys-worker" }),
-        Effect.zipRight(Deferred.await(release), settled)
+        Effect.andThen(Deferred.await(release), settled)
       )
     )
   )
@@ -97,7 +97,7 @@ beforeAll(async () => {
         if (reported) return
         yield* Effect.sleep("10 millis")
       }
-      return yield* Effect.dieMessage("the worker never reported the declared key")
+      return yield* Effect.die(new Error("the worker never reported the declared key"))
     })
   )
   await app.run(

@@ -5,7 +5,7 @@
  * end on PostgreSQL: a raw session leaks a slot, the real audit records it, the pages show it; once the
  * session is gone, the next run clears it.
  */
-import * as SqlClient from "@effect/sql/SqlClient"
+import * as SqlClient from "effect/sql/SqlClient"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as ManagedRuntime from "effect/ManagedRuntime"

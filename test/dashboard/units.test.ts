@@ -2,7 +2,7 @@
  * The dashboard's pure parts: filters read from and written to URLs, the pager's text, relative
  * times and durations read from a trail.
  */
-import * as Either from "effect/Either"
+import * as Result from "effect/Result"
 import fc from "fast-check"
 import { describe, expect, it } from "vitest"
 import * as Filters from "../../src/internal/dashboard/Filters.js"
@@ -24,7 +24,7 @@ describe("filters", () => {
         ),
         (f) => {
           const params = Object.fromEntries(Filters.toParams(f))
-          expect(Filters.parse(params)).toEqual(Either.right({ id: f.id, key: f.key, type: f.type, state: f.state, after: f.after, before: f.before }))
+          expect(Filters.parse(params)).toEqual(Result.succeed({ id: f.id, key: f.key, type: f.type, state: f.state, after: f.after, before: f.before }))
         }
       )
     )
@@ -43,12 +43,12 @@ describe("filters", () => {
     ]
     for (const [params, message] of bad) {
       const parsed = Filters.parse(params)
-      expect(Either.isLeft(parsed), JSON.stringify(params).slice(0, 60)).toBe(true)
-      expect(Either.getLeft(parsed).pipe((o) => (o._tag === "Some" ? o.value : ""))).toMatch(message)
+      expect(Result.isFailure(parsed), JSON.stringify(params).slice(0, 60)).toBe(true)
+      expect(Result.isFailure(parsed) ? parsed.failure : "").toMatch(message)
     }
-    expect(Filters.parse({ id: "", key: " ", state: "", after: "" })).toEqual(Either.right({}))
+    expect(Filters.parse({ id: "", key: " ", state: "", after: "" })).toEqual(Result.succeed({}))
     expect(Filters.parse({ after: "2026-12-05", before: "2026-12-05T10:30+02:00" })).toEqual(
-      Either.right({ after: new Date("2026-12-05T00:00:00Z"), before: new Date("2026-12-05T08:30:00Z") })
+      Result.succeed({ after: new Date("2026-12-05T00:00:00Z"), before: new Date("2026-12-05T08:30:00Z") })
     )
   })
 })

@@ -2,7 +2,7 @@
  * The workers page over HTTP: a live worker with the slot its running handler holds, a stale one
  * flagged (not heard from for more than three heartbeats), text escaped, and a stopped worker gone.
  */
-import * as SqlClient from "@effect/sql/SqlClient"
+import * as SqlClient from "effect/sql/SqlClient"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
@@ -19,9 +19,9 @@ const Slow = Contract.job("Slow", Schema.Struct({ n: Schema.Number }), { policy:
 
 describe("Workers page", () => {
   it("lists a live worker with the slots it holds, flags a stale one, and forgets a stopped one", async () => {
-    const started = Deferred.unsafeMake<void>(undefined as never)
-    const release = Deferred.unsafeMake<void>(undefined as never)
-    const handler = Handler.job(Slow, () => Effect.zipRight(Deferred.succeed(started, undefined), Deferred.await(release)))
+    const started = Deferred.makeUnsafe<void>()
+    const release = Deferred.makeUnsafe<void>()
+    const handler = Handler.job(Slow, () => Effect.andThen(Deferred.succeed(started, undefined), Deferred.await(release)))
     const runtime = ManagedRuntime.make(pgWorkerEnv([handler], 10))
     const context = await runtime.runPromise(Effect.context<any>())
     const app = { context, run: (e: any) => runtime.runPromise(e), seeded: undefined as never, dispose: () => runtime.dispose() }
@@ -32,7 +32,7 @@ describe("Workers page", () => {
         Effect.gen(function* () {
           yield* Effect.flatMap(Publisher.Publisher, (p) => p.enqueue(Slow, { n: 1 }))
           yield* Worker.make({ addons: [Concurrency.addon], concurrency: 2, pollInterval: "10 millis", lease: "600 millis", workerId: "worker-a" }).pipe(
-            Scope.extend(scope)
+            Scope.provide(scope)
           )
           yield* Deferred.await(started)
           // the next report (every 200 ms) carries the running handler's slot

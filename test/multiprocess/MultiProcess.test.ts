@@ -5,7 +5,7 @@
  * database's clock, and the overlap is computed from those intervals.
  */
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
-import * as SqlClient from "@effect/sql/SqlClient"
+import * as SqlClient from "effect/sql/SqlClient"
 import * as Effect from "effect/Effect"
 import { JobParameters, Publisher } from "warp-effect"
 import { cancelledText } from "../../src/internal/concurrency/ConcurrencyBehavior.js"

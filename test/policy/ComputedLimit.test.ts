@@ -108,7 +108,7 @@ for (const [name, infra] of backends) {
               while (true) {
                 const texts = yield* Effect.forEach(held, (id) => Effect.map(detail(id), (d) => d.logs.map((l) => l.message)))
                 if (holders.current("computed") === 3 && texts.flat().includes(requeuedText("computed", 3))) break
-                if (Date.now() - start > 20_000) return yield* Effect.dieMessage(`never 3 holders and a requeue at 3; saw ${holders.current("computed")}`)
+                if (Date.now() - start > 20_000) return yield* Effect.die(new Error(`never 3 holders and a requeue at 3; saw ${holders.current("computed")}`))
                 yield* Effect.sleep("10 millis")
               }
               yield* Deferred.succeed(release, undefined)

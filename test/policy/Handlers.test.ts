@@ -15,7 +15,7 @@ for (const [name, infra] of backends) {
       const holders = new HolderCounter()
       // the first 'own' child and the first contract-key child wait (bounded) to be running together
       const together = pair()
-      const body = (key: string, meet: Effect.Effect<void>) => () => holders.hold("all", holders.hold(key, Effect.zipRight(meet, Effect.sleep("15 millis"))))
+      const body = (key: string, meet: Effect.Effect<void>) => () => holders.hold("all", holders.hold(key, Effect.andThen(meet, Effect.sleep("15 millis"))))
       const handlers = [
         Handler.message(Evt, "a", body("evt", together.left)),
         Handler.message(Evt, "b", body("evt", together.left)),
@@ -60,7 +60,7 @@ describe("handler declarations", () => {
       return meetings.get(key)!.arrive
     }
     const body = (key: string) => ({ n }: { n: number }) =>
-      holders.hold(key, Effect.zipRight(meet(key, n), Effect.sleep("15 millis"))).pipe(Effect.zipRight(n < 0 ? Effect.fail("negative") : Effect.void))
+      holders.hold(key, Effect.andThen(meet(key, n), Effect.sleep("15 millis"))).pipe(Effect.andThen(n < 0 ? Effect.fail("negative") : Effect.void))
     const base = Handler.job(Base, body("base"), { policy: [Mutex("base-key", { mode: "Wait" }), Retry(3, { initialDelay: "1 millis" })] })
     // same contract, new body: built from `base`, declaring nothing
     const derivedPlain = Handler.derive(base, body("derived"))

@@ -4,7 +4,7 @@ import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
-import * as TestClock from "effect/TestClock"
+import * as TestClock from "effect/testing/TestClock"
 import { Contract, Handler, JobStoreMemory, JobStorePg, Mutex, Registry, Retry } from "warp-effect"
 import { cancelledText } from "../../src/internal/concurrency/ConcurrencyBehavior.js"
 import * as Recurring from "../../src/internal/job/Recurring.js"
@@ -13,7 +13,7 @@ import { JobStore } from "../../src/internal/store/JobStore.js"
 import { freshDatabaseUrl, pgLayer } from "../support/db.js"
 import { backends, deploy, metadataOf, until, withWorker } from "./env.js"
 
-const Report = Contract.job("Report", Schema.Struct({ kind: Schema.String, since: Schema.Date }))
+const Report = Contract.job("Report", Schema.Struct({ kind: Schema.String, since: Schema.DateFromString }))
 const payload = { kind: "daily", since: new Date("2030-01-01T00:00:00.000Z") }
 
 describe("recurring declarations", () => {
@@ -119,7 +119,7 @@ for (const [name, infra] of backends) {
         const release = yield* Deferred.make<void>()
         let runs = 0
         const handler = Handler.job(Nightly, () =>
-          Effect.sync(() => runs++).pipe(Effect.zipRight(Deferred.succeed(inside, undefined)), Effect.zipRight(Deferred.await(release)))
+          Effect.sync(() => runs++).pipe(Effect.andThen(Deferred.succeed(inside, undefined)), Effect.andThen(Deferred.await(release)))
         )
         const tick = new Date(Date.now() - 1000)
         yield* Effect.gen(function* () {

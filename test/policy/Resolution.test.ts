@@ -1,4 +1,5 @@
 import { describe, expect, expectTypeOf, it } from "@effect/vitest"
+import * as Result from "effect/Result"
 import * as Schema from "effect/Schema"
 import {
   CircuitBreaker,
@@ -105,9 +106,9 @@ const resolveRow = ({ family, rungs }: Row) => {
     published = { policies: { circuitBreaker: { source: "enqueue", value: Schema.encodeSync(families.circuitBreaker.schema)(enqueueValue(family) as any) } } }
   }
   const stored = JobMetadata.decode(published)
-  if (stored._tag === "Left") throw new Error(stored.left)
+  if (Result.isFailure(stored)) throw new Error(stored.failure)
   const globals: Policies = rungs.includes("global") ? ({ [family]: v.global.value } as Policies) : {}
-  return { published: stored.right, resolution: PolicyResolution.resolve({ stored: stored.right, handler, contract, globals, now }) }
+  return { published: stored.success, resolution: PolicyResolution.resolve({ stored: stored.success, handler, contract, globals, now }) }
 }
 
 const valueOf = (family: FamilyName, rung: Rung): unknown =>

@@ -31,14 +31,14 @@ for (const [name, infra] of backends) {
       const Flaky = Contract.job("Flaky", P, { policy: [Retry(3, { initialDelay: "40 millis", factor: 2 })] })
       const runs = new Map<number, number>()
       const handler = Handler.job(Flaky, ({ n }, a) =>
-        Effect.sync(() => runs.set(n, (runs.get(n) ?? 0) + 1)).pipe(Effect.zipRight(n === 2 && a.attempt === 2 ? Effect.void : Effect.fail(`no (${a.attempt})`)))
+        Effect.sync(() => runs.set(n, (runs.get(n) ?? 0) + 1)).pipe(Effect.andThen(n === 2 && a.attempt === 2 ? Effect.void : Effect.fail(`no (${a.attempt})`)))
       )
       return Effect.gen(function* () {
         const p = yield* Publisher.Publisher
         const failing = yield* p.enqueue(Flaky, { n: 1 })
         const recovering = yield* p.enqueue(Flaky, { n: 2 })
         yield* withWorker(
-          Effect.zipRight(
+          Effect.andThen(
             until(failing, (d) => d.job.state === "Failed"),
             until(recovering, (d) => d.job.state === "Succeeded")
           )
@@ -70,7 +70,7 @@ for (const [name, infra] of backends) {
           ({ n }) =>
             n === 1
               ? Deferred.succeed(inside, undefined).pipe(
-                  Effect.zipRight(Effect.never),
+                  Effect.andThen(Effect.never),
                   Effect.onInterrupt(() => Deferred.succeed(interrupted, undefined))
                 )
               : Effect.void,

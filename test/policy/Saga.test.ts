@@ -5,7 +5,7 @@ import { CircuitBreaker, Contract, Mutex, Publisher, RateLimit, Retry, Saga, Tim
 import { HolderCounter } from "../support/holders.js"
 import { backends, deploy, pair, until, withWorker } from "./env.js"
 
-const Step = Schema.Struct({ order: Schema.String, n: Schema.Number, action: Schema.Literal("ok", "fail", "reschedule") })
+const Step = Schema.Struct({ order: Schema.String, n: Schema.Number, action: Schema.Literals(["ok", "fail", "reschedule"]) })
 
 for (const [name, infra] of backends) {
   describe(`sagas on ${name}`, () => {
@@ -21,8 +21,8 @@ for (const [name, infra] of backends) {
       const saga = Saga.saga(Order, {
         correlate: ({ order }) => order,
         run: ({ action, n, order }, a) =>
-          holders.hold("all", holders.hold(order, Effect.zipRight(meet(order, n), Effect.sleep("80 millis")))).pipe(
-            Effect.zipRight(
+          holders.hold("all", holders.hold(order, Effect.andThen(meet(order, n), Effect.sleep("80 millis")))).pipe(
+            Effect.andThen(
               Effect.suspend((): Effect.Effect<Saga.SagaStep, string> =>
                 action === "fail"
                   ? Effect.fail("step failed")

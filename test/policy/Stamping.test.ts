@@ -34,7 +34,7 @@ for (const [name, infra] of backends) {
         const release = yield* Deferred.make<void>()
         const handler = Handler.job(
           Stamp,
-          ({ n }) => (n === 1 ? Deferred.succeed(inside, undefined).pipe(Effect.zipRight(Deferred.await(release))) : Effect.void),
+          ({ n }) => (n === 1 ? Deferred.succeed(inside, undefined).pipe(Effect.andThen(Deferred.await(release))) : Effect.void),
           { policy: [Semaphore("handler-key", 2), Timeout("5 seconds")] }
         )
         yield* Effect.gen(function* () {
@@ -99,7 +99,7 @@ for (const [name, infra] of backends) {
         // redeploy: same type name, the contract now allows one attempt and the handler another key
         const v2 = Contract.job("Flaky", P, { policy: [Retry(1), Mutex("v2-contract-key")] })
         const attempts: Array<number> = []
-        const v2Handler = Handler.job(v2, (_, a) => Effect.sync(() => attempts.push(a.attempt)).pipe(Effect.zipRight(Effect.fail("v2 says no"))), {
+        const v2Handler = Handler.job(v2, (_, a) => Effect.sync(() => attempts.push(a.attempt)).pipe(Effect.andThen(Effect.fail("v2 says no"))), {
           policy: [Retry(1), Semaphore("v2-key", 4)]
         })
         yield* withWorker(until(id, (d) => d.job.state === "Failed")).pipe(
@@ -156,7 +156,7 @@ for (const [name, infra] of backends) {
             // the slot is free now: the job runs under the new deploy's body, still governed by its stamp
             withWorker(until(id, (d) => d.job.state === "Succeeded")).pipe(
               Effect.provide(deploy({ handlers: [v2Handler] })),
-              Effect.zipRight(metadataOf(id)),
+              Effect.andThen(metadataOf(id)),
               Effect.map((m) => {
                 expect(m.policies).toEqual({ concurrency: { source: "handler", value: encoded(Mutex("held-key", { mode: "Wait" })) } })
                 expect(v2Runs).toBe(1)

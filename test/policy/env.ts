@@ -1,9 +1,10 @@
-import type * as SqlClient from "@effect/sql/SqlClient"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
+import * as Result from "effect/Result"
 import type * as Scope from "effect/Scope"
+import type * as SqlClient from "effect/sql/SqlClient"
 import {
   CircuitBreakerAddon,
   Concurrency,
@@ -76,7 +77,7 @@ export const withWorker = <A, E, R, const Ad extends ReadonlyArray<Addon<any>> =
   options: Worker.WorkerOptions<Ad> = {}
 ): Effect.Effect<A, E, Exclude<R, Scope.Scope> | JobStore | Registry.Registry | AddonServices<Ad>> =>
   Effect.scoped(
-    Effect.zipRight(Worker.make<Ad>({ concurrency: 2, pollInterval: "5 millis", addons: allAddons as unknown as Ad, ...options }), body)
+    Effect.andThen(Worker.make<Ad>({ concurrency: 2, pollInterval: "5 millis", addons: allAddons as unknown as Ad, ...options }), body)
   )
 
 /** The decoded metadata of one job, as the store's detail view shows it. */
@@ -84,8 +85,8 @@ export const metadataOf = (id: string) =>
   Effect.gen(function* () {
     const d = Option.getOrThrow(yield* (yield* JobStore).get(id))
     const m = JobMetadata.decode(d.job.metadata)
-    if (m._tag === "Left") return yield* Effect.dieMessage(m.left)
-    return m.right
+    if (Result.isFailure(m)) return yield* Effect.die(new Error(m.failure))
+    return m.success
   })
 
 /** Waits (bounded polling of the store) until `predicate` holds for job `id`. */
@@ -96,7 +97,7 @@ export const until = (id: string, predicate: (d: import("../../src/internal/job/
     while (true) {
       const d = Option.getOrThrow(yield* store.get(id))
       if (predicate(d)) return d
-      if (Date.now() - start > timeoutMs) return yield* Effect.dieMessage(`job ${id} never reached the condition; last state ${d.job.state}`)
+      if (Date.now() - start > timeoutMs) return yield* Effect.die(new Error(`job ${id} never reached the condition; last state ${d.job.state}`))
       yield* Effect.sleep("5 millis")
     }
   })
@@ -105,21 +106,21 @@ export const until = (id: string, predicate: (d: import("../../src/internal/job/
  * A meeting point for `parties` fibers: each `arrive` waits until all have arrived (or `timeout`).
  * Used to make "these ran side by side" deterministic instead of a matter of scheduling luck.
  */
-export const meeting = (parties: number, timeout: import("effect/Duration").DurationInput = "5 seconds") => {
+export const meeting = (parties: number, timeout: import("effect/Duration").Input = "5 seconds") => {
   let arrived = 0
   const all = Effect.runSync(Deferred.make<void>())
   return {
     arrive: Effect.suspend(() => {
       arrived++
       return arrived >= parties ? Deferred.succeed(all, undefined) : Effect.void
-    }).pipe(Effect.zipRight(Deferred.await(all).pipe(Effect.timeout(timeout), Effect.ignore)))
+    }).pipe(Effect.andThen(Deferred.await(all).pipe(Effect.timeout(timeout), Effect.ignore)))
   }
 }
 
 /** Two sides that each signal their arrival and wait (bounded) for the other's. */
-export const pair = (timeout: import("effect/Duration").DurationInput = "5 seconds") => {
+export const pair = (timeout: import("effect/Duration").Input = "5 seconds") => {
   const [l, r] = [Effect.runSync(Deferred.make<void>()), Effect.runSync(Deferred.make<void>())]
   const side = (mine: Deferred.Deferred<void>, other: Deferred.Deferred<void>) =>
-    Deferred.succeed(mine, undefined).pipe(Effect.zipRight(Deferred.await(other).pipe(Effect.timeout(timeout), Effect.ignore)))
+    Deferred.succeed(mine, undefined).pipe(Effect.andThen(Deferred.await(other).pipe(Effect.timeout(timeout), Effect.ignore)))
   return { left: side(l, r), right: side(r, l) }
 }

@@ -18,9 +18,8 @@ import { afterAll, describe, expect, it, layer } from "@effect/vitest"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import * as Logger from "effect/Logger"
-import * as LogLevel from "effect/LogLevel"
 import * as Option from "effect/Option"
+import * as References from "effect/References"
 import * as Schema from "effect/Schema"
 import { Concurrency, Contract, Handler, JobParameters, Publisher, Registry, SemaphoreProviderMemory, Worker } from "warp-effect"
 import { TestRuntime } from "warp-effect/testing"
@@ -30,6 +29,7 @@ import { Ledger } from "../support/capModel.js"
 import { checkCancelRunning, crParameters, type CrWorkload, crWorkload } from "../support/cancelRunningModel.js"
 import { pgModelEnv } from "../support/env.js"
 import { detail, drained, until } from "../support/runtime.js"
+import { property } from "./fastCheck.js"
 
 const CrStep = Contract.job("CrStep", Schema.Struct({ index: Schema.Number, ms: Schema.Number }))
 
@@ -60,7 +60,7 @@ afterAll(() => {
 })
 
 describe("CancelRunning against the model: memory, TestClock", () => {
-  it.effect.prop(
+  property(it.effect,
     "per key never over the limit; replaced holders Deleted with the exact text by a newer job; the newest of each key Succeeded",
     [crWorkload({ maxJobs: 7, durationsMs: [0, 10, 30, 60, 100], maxArrivalMs: 120, maxFibers: 5, maxLimit: 3 })],
     ([w]) =>
@@ -91,7 +91,7 @@ describe("CancelRunning against the model: memory, TestClock", () => {
         seen.memory.interrupted += interrupted
         expect([...ledger.problems(), ...problems], JSON.stringify(w)).toEqual([])
       }),
-    { fastCheck: { numRuns: 40, examples: [[interruptingCase(100, 50)]] }, timeout: 60_000 }
+    { fastCheck: { numRuns: 40, examples: [[interruptingCase(100, 50)]] }, timeout: 60_000, testServicesPerCase: true }
   )
 })
 
@@ -100,7 +100,7 @@ const pgShared = pgModelEnv
 let pgCase = 0
 
 layer(pgShared, { excludeTestServices: true, timeout: "60 seconds" })("CancelRunning against the model: PostgreSQL, live", (it) => {
-  it.effect.prop(
+  property(it.effect,
     "two workers on one database: the same model",
     // arrivals on a coarse grid: some jobs arrive together (one batch)
     [crWorkload({ maxJobs: 7, durationsMs: [0, 20, 60, 150], maxArrivalMs: 150, maxFibers: 3, maxLimit: 2 }).map((w) => ({ ...w, jobs: w.jobs.map((j) => ({ ...j, arrivalMs: j.arrivalMs - (j.arrivalMs % 50) })) }))],
@@ -134,7 +134,7 @@ layer(pgShared, { excludeTestServices: true, timeout: "60 seconds" })("CancelRun
             yield* drained(30_000, "5 millis")
             return ids
           })
-        ).pipe(Effect.provide(env), Logger.withMinimumLogLevel(LogLevel.None))
+        ).pipe(Effect.provide(env), Effect.provideService(References.MinimumLogLevel, "None"))
         const store = yield* JobStore
         const jobs = yield* Effect.forEach(w.jobs, (job) =>
           Effect.map(store.get(ids[job.index]!), (d) => {
@@ -162,8 +162,8 @@ describe("CancelRunning on PostgreSQL: jobs of one batch", () => {
   // one enqueueMany is one statement: its rows share created_at (microseconds), so submission order among
   // them is their ids
   it.live("a newer job of the same batch replaces the running older one", () => {
-    const entered = Deferred.unsafeMake<void>(undefined as never)
-    const handler = Handler.job(CrStep, ({ index }) => (index === 0 ? Effect.zipRight(Deferred.succeed(entered, undefined), Effect.never) : Effect.void))
+    const entered = Deferred.makeUnsafe<void>()
+    const handler = Handler.job(CrStep, ({ index }) => (index === 0 ? Effect.andThen(Deferred.succeed(entered, undefined), Effect.never) : Effect.void))
     const env = Publisher.layer.pipe(Layer.provideMerge(Registry.layer({ handlers: [handler] })), Layer.provideMerge(pgShared))
     return Effect.gen(function* () {
       const p = yield* Publisher.Publisher
@@ -179,6 +179,6 @@ describe("CancelRunning on PostgreSQL: jobs of one batch", () => {
           yield* until(detail(newer!), (d) => d.job.state === "Succeeded", 10_000)
         })
       )
-    }).pipe(Effect.provide(env), Logger.withMinimumLogLevel(LogLevel.None))
+    }).pipe(Effect.provide(env), Effect.provideService(References.MinimumLogLevel, "None"))
   })
 })

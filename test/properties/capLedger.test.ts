@@ -17,7 +17,7 @@ const alwaysGranted: SemaphoreProviderService = { tryAcquire: (name) => Effect.s
 
 describe("cap model ledger", () => {
   for (const exact of [true, false]) {
-    it.scoped(`flags a full answer with a free slot (exactRelease ${exact})`, () =>
+    it.effect(`flags a full answer with a free slot (exactRelease ${exact})`, () =>
       Effect.gen(function* () {
         const ledger = new Ledger(exact)
         yield* ledger.provider(alwaysFull).tryAcquire("n", 1, 0)
@@ -25,7 +25,7 @@ describe("cap model ledger", () => {
       }))
   }
 
-  it.scoped("flags a grant beyond the limit (exactRelease) and a handler over the limit", () =>
+  it.effect("flags a grant beyond the limit (exactRelease) and a handler over the limit", () =>
     Effect.gen(function* () {
       const ledger = new Ledger(true)
       const p = ledger.provider(alwaysGranted)
@@ -34,7 +34,7 @@ describe("cap model ledger", () => {
       expect(ledger.problems()).toEqual([expect.stringContaining("granted to job undefined with 1 of 1 already held")])
       const gate = yield* Deferred.make<void>()
       const entered = yield* Deferred.make<void>()
-      const a = yield* Effect.fork(ledger.hold("a", { name: "k", limit: 1 }, { group: "g", limit: 1 }, Effect.zipRight(Deferred.succeed(entered, undefined), Deferred.await(gate))))
+      const a = yield* Effect.forkChild(ledger.hold("a", { name: "k", limit: 1 }, { group: "g", limit: 1 }, Effect.andThen(Deferred.succeed(entered, undefined), Deferred.await(gate))))
       yield* Deferred.await(entered)
       yield* ledger.hold("b", { name: "other", limit: 1 }, { group: "g", limit: 1 }, Effect.void)
       yield* Deferred.succeed(gate, undefined)
@@ -42,7 +42,7 @@ describe("cap model ledger", () => {
       expect(ledger.violations).toContain("2 handlers inside 'group:g' (limit 1) as job b entered")
     }))
 
-  it.scoped("a full answer whose reply overtook a concurrent grant's is no problem (exactRelease off)", () =>
+  it.effect("a full answer whose reply overtook a concurrent grant's is no problem (exactRelease off)", () =>
     Effect.gen(function* () {
       const inner = yield* SemaphoreProviderMemory.make
       // the first call is granted, but its reply is held back until the second (full) has answered
@@ -52,8 +52,8 @@ describe("cap model ledger", () => {
       }
       const ledger = new Ledger(false)
       const p = ledger.provider(delayed)
-      const first = yield* Effect.fork(p.tryAcquire("n", 1, 0))
-      yield* Effect.yieldNow()
+      const first = yield* Effect.forkChild(p.tryAcquire("n", 1, 0))
+      yield* Effect.yieldNow
       expect(Option.isNone(yield* p.tryAcquire("n", 1, 0))).toBe(true)
       yield* Deferred.succeed(held, undefined)
       expect(Option.isSome(yield* Fiber.join(first))).toBe(true)

@@ -26,12 +26,13 @@
 import { describe, expect, layer } from "@effect/vitest"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import * as fc from "effect/FastCheck"
+import * as fc from "fast-check"
 import * as Layer from "effect/Layer"
 import { type NewJob, Outcome, JobStoreMemory, JobStorePg } from "warp-effect"
 import * as JobId from "../../src/internal/job/JobId.js"
 import { JobStore, type JobStoreService } from "../../src/internal/store/JobStore.js"
 import { freshPgLayer } from "../support/db.js"
+import { property } from "./fastCheck.js"
 
 const lease = Duration.seconds(30)
 
@@ -158,7 +159,7 @@ const stores: ReadonlyArray<readonly [string, Layer.Layer<JobStore, unknown>, nu
 describe("fair share: a job waits for at most floor((t - V) * w_f) + 1 jobs of each other flow f", () => {
   for (const [name, storeLayer, numRuns] of stores) {
     layer(storeLayer, { timeout: 300_000, excludeTestServices: true })(name, (it) => {
-      it.effect.prop("random skewed workloads, one claimer, policy requeues", [workload], ([w]) => runCase(w), {
+      property(it.effect, "random skewed workloads, one claimer, policy requeues", [workload], ([w]) => runCase(w), {
         fastCheck: { numRuns },
         timeout: 300_000
       })

@@ -16,14 +16,14 @@
  * jobs of its key — at N = 1, not at all.
  */
 import { describe, expect, layer } from "@effect/vitest"
-import * as SqlClient from "@effect/sql/SqlClient"
+import * as SqlClient from "effect/sql/SqlClient"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
-import * as fc from "effect/FastCheck"
+import * as fc from "fast-check"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
-import * as TestClock from "effect/TestClock"
+import * as TestClock from "effect/testing/TestClock"
 import {
   Concurrency,
   Contract,
@@ -39,6 +39,7 @@ import { JobStore, type JobStoreService } from "../../src/internal/store/JobStor
 import { HolderCounter } from "../support/holders.js"
 import { pgWorkerEnv } from "../support/env.js"
 import { drained } from "../support/runtime.js"
+import { property } from "./fastCheck.js"
 
 const FifoStep = Contract.job("FifoStep", Schema.Struct({ key: Schema.NullOr(Schema.String), ms: Schema.Number }))
 
@@ -155,7 +156,7 @@ const runMemory = (w: FifoWorkload) => {
           Effect.forEach(
             w.jobs,
             (j) =>
-              Effect.zipRight(
+              Effect.andThen(
                 Effect.sleep(j.gap),
                 Effect.map(p.enqueue(FifoStep, { key: j.key === null ? null : memoryKey(j.key), ms: j.ms }, paramsOf(w, j.key, memoryKey)), (id) => ids.push(id))
               ),
@@ -173,7 +174,7 @@ const runMemory = (w: FifoWorkload) => {
 describe.concurrent("Fifo: memory store, several fibers under TestClock (4 x 250 cases)", () => {
   for (let shard = 0; shard < 4; shard++) {
     layer(Layer.empty)(`shard ${shard}`, (it) => {
-      it.effect.prop(
+      property(it.effect,
         "per key: claims and starts in enqueue order, at most the limit inside, no requeue",
         [fifoWorkload([10, 20, 30], { min: 2, max: 6 })],
         ([w]) => runMemory(w),
@@ -187,11 +188,11 @@ describe("Fifo: PostgreSQL store and provider, two workers x 3 fibers, live cloc
   let run = 0
   const rec = { current: new Recorder() }
   const handler = Handler.job(FifoStep, (payload, info) =>
-    Effect.suspend(() => handlerOf(rec.current, (ms) => (ms === 0 ? Effect.yieldNow() : Effect.sleep(ms))).run(payload, info))
+    Effect.suspend(() => handlerOf(rec.current, (ms) => (ms === 0 ? Effect.yieldNow : Effect.sleep(ms))).run(payload, info))
   )
   const env = pgWorkerEnv([handler])
   layer(env, { timeout: 60_000, excludeTestServices: true })((it) => {
-    it.effect.prop(
+    property(it.effect,
       "per key: claims and starts in enqueue order, at most the limit inside, no requeue (30 workloads)",
       [fifoWorkload([0, 1, 3, 8], { min: 3, max: 3 })],
       ([w]) => {

@@ -18,17 +18,18 @@
  * fast-check prints the seed and the shrunk counterexample when a property fails.
  */
 import { describe, expect, it, layer } from "@effect/vitest"
-import * as SqlClient from "@effect/sql/SqlClient"
+import * as SqlClient from "effect/sql/SqlClient"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
-import * as fc from "effect/FastCheck"
+import * as fc from "fast-check"
 import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import { SemaphoreProvider, type SemaphoreProviderService } from "../../src/internal/semaphore/SemaphoreProvider.js"
 import { SemaphoreProviderMemory, SemaphoreProviderPg } from "warp-effect"
 import { freshPgLayer } from "../support/db.js"
+import { property } from "./fastCheck.js"
 
 type How = "release" | "fail" | "die" | "interrupt"
 type Command =
@@ -50,7 +51,7 @@ interface Holder {
   readonly name: string
   readonly index: number
   readonly end: Deferred.Deferred<How>
-  readonly fiber: Fiber.RuntimeFiber<unknown, unknown>
+  readonly fiber: Fiber.Fiber<unknown, unknown>
 }
 
 /** One holder asking for a slot; its scope stays open until told how to end. */
@@ -58,7 +59,7 @@ const ask = (provider: SemaphoreProviderService, name: string, lim: number) =>
   Effect.gen(function* () {
     const got = yield* Deferred.make<Option.Option<number>, unknown>()
     const end = yield* Deferred.make<How>()
-    const fiber = yield* Effect.forkDaemon(
+    const fiber = yield* Effect.forkDetach(
       Effect.scoped(
         Effect.gen(function* () {
           const slot = yield* provider.tryAcquire(name, lim, 0)
@@ -68,7 +69,7 @@ const ask = (provider: SemaphoreProviderService, name: string, lim: number) =>
           if (how === "fail") return yield* Effect.fail("holder failed")
           if (how === "die") return yield* Effect.die("holder died")
         })
-      ).pipe(Effect.tapErrorCause((c) => Deferred.failCause(got, c)))
+      ).pipe(Effect.tapCause((c) => Deferred.failCause(got, c)))
     )
     const index = yield* Deferred.await(got)
     return Option.map(index, (i): Holder => ({ name, index: i, end, fiber }))
@@ -134,8 +135,8 @@ const runProgram = (provider: SemaphoreProviderService, commands: ReadonlyArray<
           break
         }
         case "abandon": {
-          const fiber = yield* Effect.forkDaemon(Effect.scoped(Effect.zipRight(provider.tryAcquire(nameOf(c.key), c.limit, "50 millis"), Effect.never)))
-          yield* Effect.yieldNow()
+          const fiber = yield* Effect.forkDetach(Effect.scoped(Effect.andThen(provider.tryAcquire(nameOf(c.key), c.limit, "50 millis"), Effect.never)))
+          yield* Effect.yieldNow
           yield* Fiber.interrupt(fiber)
           break
         }
@@ -155,7 +156,7 @@ const runProgram = (provider: SemaphoreProviderService, commands: ReadonlyArray<
 const program = fc.array(command, { minLength: 1, maxLength: 14 })
 
 describe("gate model: SemaphoreProviderMemory", () => {
-  it.live.prop(
+  property(it.live,
     "tryAcquire matches the slot model (1,000 programs)",
     [program],
     ([commands]) => Effect.flatMap(SemaphoreProviderMemory.make, (provider) => runProgram(provider, commands)),
@@ -166,7 +167,7 @@ describe("gate model: SemaphoreProviderMemory", () => {
 const pgEnv = Layer.provideMerge(SemaphoreProviderPg.layer({ pingInterval: "1 second" }), freshPgLayer(24))
 
 layer(pgEnv, { excludeTestServices: true, timeout: "60 seconds" })("gate model: SemaphoreProviderPg", (it) => {
-  it.effect.prop(
+  property(it.effect,
     "tryAcquire matches the slot model, and the server holds exactly the model's locks (1,000 programs)",
     [fc.array(command, { minLength: 1, maxLength: 8 })],
     ([commands]) =>

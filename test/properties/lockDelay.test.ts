@@ -18,7 +18,7 @@ import { describe, expect, it } from "@effect/vitest"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
-import * as fc from "effect/FastCheck"
+import * as fc from "fast-check"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Scope from "effect/Scope"
@@ -26,6 +26,7 @@ import { lockId } from "../../src/internal/semaphore/lockId.js"
 import { SemaphoreProvider, type Slot, slotName } from "../../src/internal/semaphore/SemaphoreProvider.js"
 import * as SemaphoreProviderPg from "../../src/internal/semaphore/SemaphoreProviderPg.js"
 import { sharedDatabase } from "../semaphore/pg.js"
+import { property } from "./fastCheck.js"
 
 const db = sharedDatabase()
 
@@ -38,7 +39,7 @@ const ops = fc.array(
 
 interface Held {
   readonly slot: Slot
-  readonly scope: Scope.CloseableScope
+  readonly scope: Scope.Closeable
   dead: boolean
 }
 
@@ -51,7 +52,7 @@ const sqlOf = <A>(text: string, params: ReadonlyArray<unknown>) =>
 let cases = 0
 
 describe("lock-delay against a model (PostgreSQL provider)", () => {
-  it.live.prop(
+  property(it.live,
     "a slot whose holder's connection died is granted again only once that holder released it",
     [ops, fc.integer({ min: 1, max: 2 })],
     ([sequence, limit]) =>
@@ -71,7 +72,7 @@ describe("lock-delay against a model (PostgreSQL provider)", () => {
           if (op._tag === "acquire") {
             const expected = occupied() < limit
             const scope = yield* Scope.make()
-            const got = yield* Scope.extend(providers[op.holder]!.tryAcquire(key, limit, expected ? "5 seconds" : 0), scope)
+            const got = yield* Scope.provide(providers[op.holder]!.tryAcquire(key, limit, expected ? "5 seconds" : 0), scope)
             trace.push(`acquire(${op.holder}) expected ${expected ? "granted" : "full"}, got ${Option.isSome(got) ? "granted" : "full"}`)
             expect(Option.isSome(got), trace.join("\n")).toBe(expected)
             if (Option.isSome(got)) mine.push({ slot: got.value, scope, dead: false })
@@ -86,7 +87,7 @@ describe("lock-delay against a model (PostgreSQL provider)", () => {
             )
             expect(row, "the victim's lock is held").toBeDefined()
             yield* sqlOf("SELECT pg_terminate_backend($1)", [row!.pid])
-            yield* Effect.timeoutFail(victim.slot.lost, { duration: "10 seconds", onTimeout: () => "slot.lost did not complete" })
+            yield* Effect.timeoutOrElse(victim.slot.lost, { duration: "10 seconds", orElse: () => Effect.fail("slot.lost did not complete") })
             victim.dead = true
             trace.push(`kill(${op.holder})`)
           } else {

@@ -31,11 +31,11 @@
 import { describe, expect, it, layer } from "@effect/vitest"
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
-import * as fc from "effect/FastCheck"
+import * as fc from "fast-check"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
-import * as TestClock from "effect/TestClock"
+import * as TestClock from "effect/testing/TestClock"
 import {
   Concurrency,
   Contract,
@@ -53,6 +53,7 @@ import { SemaphoreProvider, type SemaphoreProviderService } from "../../src/inte
 import { JobStore } from "../../src/internal/store/JobStore.js"
 import { HolderCounter } from "../support/holders.js"
 import { drained } from "../support/runtime.js"
+import { property } from "./fastCheck.js"
 
 const Step = Contract.job("Step", Schema.Struct({ ms: Schema.Number, fail: Schema.Boolean }))
 const FAILURE = "handler said no"
@@ -114,8 +115,8 @@ const exactWorkload: fc.Arbitrary<Workload> = fc
       ),
       blockers:
         blocked.length === 0
-          ? fc.constant([])
-          : fc.array(
+          ? fc.constant<Array<BlockerSpec>>([])
+          : fc.array<BlockerSpec>(
               fc
                 .record({
                   key: fc.constantFrom(...blocked),
@@ -204,6 +205,14 @@ const memoryEnv = (handler: Handler.JobHandler<any, any, never>) =>
     Layer.provideMerge(JobStoreMemory.layer)
   )
 
+/**
+ * Lets the fibers just forked (the worker's, the blockers') run up to their first sleep before the clock
+ * moves. `TestClock.adjust` runs a fiber it wakes — and every fiber that one forks or resumes — until
+ * all are suspended, but gives work started before the call a single scheduler turn (effect 3's yielded
+ * to the event loop first); the worker takes 3 turns to reach its first handler's sleep here.
+ */
+const toFirstSleeps = Effect.repeat(Effect.yieldNow, { times: 20 })
+
 /** Runs a workload on the real worker (one fiber) under TestClock and compares it with the model. */
 const runExact = (w: Workload) => {
   const runs = new Map<string, Array<readonly [number, number]>>()
@@ -229,9 +238,9 @@ const runExact = (w: Workload) => {
     for (const j of w.jobs) ids.push(yield* p.enqueue(Step, { ms: j.ms, fail: j.fail }, paramsOf(w.keys, j)))
     const blockerGot = w.blockers.map(() => 0)
     yield* Effect.forEach(w.blockers, (b, i) =>
-      Effect.fork(
+      Effect.forkChild(
         Effect.sleep(b.from).pipe(
-          Effect.zipRight(
+          Effect.andThen(
             Effect.scoped(
               Effect.gen(function* () {
                 for (let n = 0; n < b.count; n++) {
@@ -250,6 +259,7 @@ const runExact = (w: Workload) => {
       Effect.gen(function* () {
         // the fiber is never idle while work is pending; a long poll interval only saves wake-ups at the end
         yield* Worker.make({ addons: [Concurrency.addon], concurrency: 1, pollInterval: "1 second", lease: "1 hour", gracePeriod: 0, workerId: WORKER_ID, maxBatch: 1, slotReuse: false })
+        yield* toFirstSleeps
         yield* TestClock.adjust(horizon)
       })
     )
@@ -277,7 +287,7 @@ describe.concurrent("outcomes: exact reference model, one fiber under TestClock 
   for (let shard = 0; shard < 5; shard++) {
     // one TestClock per shard (built once: building test services per case costs more than the case)
     layer(Layer.empty)(`shard ${shard}`, (it) => {
-      it.effect.prop("audit trails, states, handler intervals and blocker slots match the model", [exactWorkload], ([w]) => runExact(w), {
+      property(it.effect, "audit trails, states, handler intervals and blocker slots match the model", [exactWorkload], ([w]) => runExact(w), {
         fastCheck: { numRuns: 200 },
         timeout: 120_000
       })
@@ -312,7 +322,7 @@ const auditedProvider = (inner: SemaphoreProviderService, falseFull: Array<strin
     tryAcquire: (name, limit, timeout) =>
       Effect.tap(inner.tryAcquire(name, limit, timeout), (slot) =>
         Option.isSome(slot)
-          ? Effect.zipRight(
+          ? Effect.andThen(
               Effect.sync(() => held.set(name, (held.get(name) ?? 0) + 1)),
               Effect.addFinalizer(() => Effect.sync(() => held.set(name, held.get(name)! - 1)))
             )
@@ -329,7 +339,7 @@ const LiveStep = Contract.job("LiveStep", Schema.Struct({ key: Schema.NullOr(Sch
 const settled = drained(20_000, "1 millis")
 
 describe("outcomes: several fibers, live clock", () => {
-  it.live.prop(
+  property(it.live,
     "at most N inside per key; Wait and keyless jobs succeed (or fail by their handler) once; Skip jobs too, or Deleted with the exact text; nothing lost or run twice (1,000 workloads)",
     [liveWorkload],
     ([w]) => {
@@ -339,7 +349,7 @@ describe("outcomes: several fibers, live clock", () => {
       const handler = Handler.job(LiveStep, ({ fail, key, ms }, info) =>
         Effect.gen(function* () {
           entries.set(info.jobId, (entries.get(info.jobId) ?? 0) + 1)
-          const body = ms === 0 ? Effect.yieldNow() : Effect.sleep(ms)
+          const body = ms === 0 ? Effect.yieldNow : Effect.sleep(ms)
           yield* key === null ? body : holders.hold(key, body)
           if (fail) return yield* Effect.fail(FAILURE)
         })
@@ -356,7 +366,7 @@ describe("outcomes: several fibers, live clock", () => {
         const ids = yield* Effect.forEach(jobs, (j) =>
           p.enqueue(LiveStep, { key: j.key === null ? null : keyName(j.key), ms: j.ms, fail: j.fail }, paramsOf(w.keys, j))
         )
-        yield* Effect.scoped(Effect.zipRight(Worker.make({ addons: [Concurrency.addon], concurrency: w.fibers, pollInterval: "1 millis", gracePeriod: "5 seconds" }), settled))
+        yield* Effect.scoped(Effect.andThen(Worker.make({ addons: [Concurrency.addon], concurrency: w.fibers, pollInterval: "1 millis", gracePeriod: "5 seconds" }), settled))
         const store = yield* JobStore
         const context = JSON.stringify(w)
         for (const [i, k] of w.keys.entries()) expect(holders.max.get(keyName(i)) ?? 0, context).toBeLessThanOrEqual(k.limit)

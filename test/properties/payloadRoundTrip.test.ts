@@ -5,7 +5,7 @@
  * fails with `InvalidPayload`, or the job's handler — run by a real worker — receives a value equal to
  * what was enqueued. Never a third outcome (another error, a defect, a job that fails to decode).
  *
- * Equality is the schema's own `Schema.equivalence` (so a `-0` enqueued as a plain number arrives as
+ * Equality is the schema's own `Schema.toEquivalence` (so a `-0` enqueued as a plain number arrives as
  * `0`: the schema's equivalence holds them equal, and the codec accepts it), or — where that
  * equivalence is only reference equality (`Schema.Unknown`, an empty struct) — plain objects and arrays
  * equal member by member, leaves by `Equal.equals` (object key order is not part of the value: jsonb
@@ -73,7 +73,7 @@ const cases: ReadonlyArray<Case> = [
     values: fc.record({ n: leaf(nastyNumber), i: leaf(nastyNumber), f: leaf(nastyNumber) })
   },
   {
-    contract: Contract.job("Dates", Schema.Struct({ at: Schema.Date, self: Schema.optional(Schema.DateFromSelf), ms: Schema.DateFromNumber })),
+    contract: Contract.job("Dates", Schema.Struct({ at: Schema.DateFromString, self: Schema.optional(Schema.Date), ms: Schema.DateFromMillis })),
     values: fc.record({ at: leaf(nastyDate), self: leaf(nastyDate), ms: leaf(nastyDate) }, { requiredKeys: ["at", "ms"] })
   },
   {
@@ -81,7 +81,7 @@ const cases: ReadonlyArray<Case> = [
       "Nested",
       Schema.Struct({
         items: Schema.Array(Schema.Struct({ sku: Schema.String, price: Schema.Number, tags: Schema.Array(Schema.String) })),
-        attrs: Schema.Record({ key: Schema.String, value: Schema.Union(Schema.Number, Schema.String, Schema.Null) }),
+        attrs: Schema.Record(Schema.String, Schema.Union([Schema.Number, Schema.String, Schema.Null])),
         grid: Schema.Array(Schema.Array(Schema.Number))
       })
     ),
@@ -96,9 +96,9 @@ const cases: ReadonlyArray<Case> = [
       "Optionals",
       Schema.Struct({
         a: Schema.optional(Schema.Number),
-        b: Schema.optionalWith(Schema.String, { exact: true }),
+        b: Schema.optionalKey(Schema.String),
         c: Schema.NullOr(Schema.Boolean),
-        d: Schema.optionalWith(Schema.Number, { default: () => 7 }),
+        d: Schema.Number.pipe(Schema.withDecodingDefaultType(Effect.succeed(7))),
         e: Schema.UndefinedOr(Schema.String)
       })
     ),
@@ -110,11 +110,11 @@ const cases: ReadonlyArray<Case> = [
   {
     contract: Contract.job(
       "Unions",
-      Schema.Union(
+      Schema.Union([
         Schema.TaggedStruct("Card", { last4: Schema.String, amount: Schema.Number }),
         Schema.TaggedStruct("Bank", { iban: Schema.String, amounts: Schema.Array(Schema.Number) }),
         Schema.TaggedStruct("Gift", { code: Schema.NullOr(Schema.String) })
-      )
+      ])
     ),
     values: fc.oneof(
       fc.record({ _tag: fc.constant("Card"), last4: leaf(nastyString), amount: leaf(nastyNumber) }),
@@ -126,10 +126,10 @@ const cases: ReadonlyArray<Case> = [
     contract: Contract.job(
       "Branded",
       Schema.Struct({
-        customerId: Schema.String.pipe(Schema.minLength(1), Schema.brand("CustomerId")),
-        cents: Schema.Number.pipe(Schema.int(), Schema.brand("Cents")),
-        big: Schema.BigInt,
-        bigSelf: Schema.optional(Schema.BigIntFromSelf)
+        customerId: Schema.String.check(Schema.isMinLength(1)).pipe(Schema.brand("CustomerId")),
+        cents: Schema.Number.check(Schema.isInt()).pipe(Schema.brand("Cents")),
+        big: Schema.BigIntFromString,
+        bigSelf: Schema.optional(Schema.BigInt)
       })
     ),
     values: fc.record(
@@ -154,7 +154,7 @@ const cases: ReadonlyArray<Case> = [
 const property = (c: Case, runs: number, storeLayer: () => Layer.Layer<JobStore, unknown>) => {
   const received = new Map<string, unknown>()
   const handler = Handler.job(c.contract, (payload: unknown, info) => Effect.sync(() => void received.set(info.jobId, payload)))
-  const schemaEquivalent = Schema.equivalence(c.contract.schema)
+  const schemaEquivalent = Schema.toEquivalence(c.contract.schema)
   const equivalent = (a: unknown, b: unknown) => schemaEquivalent(a, b) || sameData(a, b)
   return Effect.gen(function* () {
     const publisher = yield* Publisher.Publisher
@@ -165,13 +165,13 @@ const property = (c: Case, runs: number, storeLayer: () => Layer.Layer<JobStore,
       const exit = yield* Effect.exit(publisher.enqueue(c.contract, value))
       if (Exit.isSuccess(exit)) accepted.push({ id: exit.value, value })
       else {
-        const failure = Option.getOrUndefined(Cause.failureOption(exit.cause))
-        expect(Cause.isFailType(exit.cause) && failure?._tag, `${c.contract.name}: a third outcome for ${fc.stringify(value)}: ${exit.cause.toString()}`).toBe("InvalidPayload")
+        const failure = Option.getOrUndefined(Cause.findErrorOption(exit.cause))
+        expect(exit.cause.reasons.length === 1 && Cause.isFailReason(exit.cause.reasons[0]!) && failure?._tag, `${c.contract.name}: a third outcome for ${fc.stringify(value)}: ${exit.cause.toString()}`).toBe("InvalidPayload")
         expect(failure!.message).toMatch(new RegExp(`^Publisher\\.enqueue: ${c.contract.name}[.\\[:]`))
         rejected++
       }
     }
-    yield* Effect.scoped(Effect.zipRight(Worker.make({ concurrency: 4, pollInterval: "5 millis" }), drained(60_000, "5 millis")))
+    yield* Effect.scoped(Effect.andThen(Worker.make({ concurrency: 4, pollInterval: "5 millis" }), drained(60_000, "5 millis")))
     for (const { id, value } of accepted) {
       const d = yield* detail(id)
       expect({ id, state: d.job.state, log: d.logs.at(-1)?.message }).toEqual({ id, state: "Succeeded", log: d.logs.at(-1)?.message })

@@ -22,11 +22,10 @@
  */
 import { afterAll, describe, expect, it, layer } from "@effect/vitest"
 import * as Effect from "effect/Effect"
-import * as fc from "effect/FastCheck"
+import * as fc from "fast-check"
 import * as Layer from "effect/Layer"
-import * as Logger from "effect/Logger"
-import * as LogLevel from "effect/LogLevel"
 import * as Option from "effect/Option"
+import * as References from "effect/References"
 import * as Schema from "effect/Schema"
 import { Concurrency, Contract, Handler, Publisher, Registry, SemaphoreProviderMemory, Worker } from "warp-effect"
 import { TestRuntime } from "warp-effect/testing"
@@ -35,6 +34,7 @@ import { JobStore } from "../../src/internal/store/JobStore.js"
 import { type CapWorkload, capParameters, capWorkload, checkJobs, ignoringGroups, Ledger, totalOf } from "../support/capModel.js"
 import { pgModelEnv } from "../support/env.js"
 import { drained } from "../support/runtime.js"
+import { property } from "./fastCheck.js"
 
 const CapStep = Contract.job("CapStep", Schema.Struct({ index: Schema.Number, ms: Schema.Number }))
 
@@ -82,7 +82,7 @@ describe("total caps against the model: memory, TestClock", () => {
     if (seen.cases >= 20) expect([seen.groupCancelled + seen.groupRequeued > 0, seen.keyCancelled > 0]).toEqual([true, true])
   })
 
-  it.effect.prop(
+  property(it.effect,
     "per key and per group never over the cap; full only when full; trails, texts and runs as the model says",
     [memorySchedules],
     ([w]) =>
@@ -96,7 +96,7 @@ describe("total caps against the model: memory, TestClock", () => {
         }
         expect(problems, JSON.stringify(w)).toEqual([])
       }),
-    { fastCheck: { numRuns: 40 }, timeout: 120_000 }
+    { fastCheck: { numRuns: 40 }, timeout: 120_000, testServicesPerCase: true }
   )
 })
 
@@ -147,7 +147,7 @@ const pgShared = pgModelEnv
 let pgCase = 0
 
 layer(pgShared, { excludeTestServices: true, timeout: "60 seconds" })("total caps against the model: PostgreSQL, live", (it) => {
-  it.effect.prop(
+  property(it.effect,
     "two workers on one database: per key and per group never over the cap; full only when full; trails as the model says",
     [capWorkload({ maxJobs: 10, durationsMs: [0, 5, 10, 20], maxArrivalMs: 30, maxFibers: 3, prefix: "" }).map((w) => w)],
     ([base]) =>
@@ -180,7 +180,7 @@ layer(pgShared, { excludeTestServices: true, timeout: "60 seconds" })("total cap
             yield* drained(30_000, "5 millis")
             return ids
           })
-        ).pipe(Effect.provide(env), Logger.withMinimumLogLevel(LogLevel.None))
+        ).pipe(Effect.provide(env), Effect.provideService(References.MinimumLogLevel, "None"))
         const store = yield* JobStore
         const jobs = yield* Effect.forEach(w.jobs, (job) =>
           Effect.map(store.get(ids[job.index]!), (d) => {

@@ -6,16 +6,14 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import * as PgClient from "@effect/sql-pg/PgClient"
-import * as SqlClient from "@effect/sql/SqlClient"
+import * as SqlClient from "effect/sql/SqlClient"
 import * as Clock from "effect/Clock"
-import * as Either from "effect/Either"
 import * as Effect from "effect/Effect"
-import * as FiberRef from "effect/FiberRef"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
-import * as Logger from "effect/Logger"
-import * as LogLevel from "effect/LogLevel"
+import * as References from "effect/References"
+import * as Result from "effect/Result"
 import * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
 import pg from "pg"
@@ -34,7 +32,7 @@ import {
   SemaphoreProviderPg,
   Worker
 } from "warp-effect"
-import { cancelledText } from "../../src/internal/concurrency/ConcurrencyBehavior.js"
+import { cancelledText, LOCK_PREFIX } from "../../src/internal/concurrency/ConcurrencyBehavior.js"
 import { ConcurrencyLimitManager } from "../../src/internal/concurrency/ConcurrencyLimitManager.js"
 import { lockId } from "../../src/internal/semaphore/lockId.js"
 import { SemaphoreProvider, type SemaphoreProviderService, slotName } from "../../src/internal/semaphore/SemaphoreProvider.js"
@@ -51,7 +49,7 @@ class Probe {
   readonly runs = new Map<string, number>()
   readonly holders = new HolderCounter()
   readonly handler = Handler.job(Task, ({ key, ms }, info) => {
-    const body = Effect.sync(() => this.runs.set(info.jobId, (this.runs.get(info.jobId) ?? 0) + 1)).pipe(Effect.zipRight(Effect.sleep(ms)))
+    const body = Effect.sync(() => this.runs.set(info.jobId, (this.runs.get(info.jobId) ?? 0) + 1)).pipe(Effect.andThen(Effect.sleep(ms)))
     return key === null ? body : this.holders.hold(key, body)
   })
 }
@@ -106,12 +104,12 @@ const rejectsLimit = (limit: number, providerRejects: boolean) =>
     const pgProvider = yield* SemaphoreProvider
     const memory = yield* SemaphoreProviderMemory.make
     for (const provider of [pgProvider, memory]) {
-      const result = yield* Effect.either(Effect.scoped(provider.tryAcquire("warp:concurrency:k", limit, 0)))
+      const result = yield* Effect.result(Effect.scoped(provider.tryAcquire("warp:concurrency:k", limit, 0)))
       if (providerRejects) {
-        expect(Either.isLeft(result) && result.left._tag).toBe("SemaphoreError")
-        expect(Either.isLeft(result) && result.left.message).toMatch(/integer >= 1/)
+        expect(Result.isFailure(result) && result.failure._tag).toBe("SemaphoreError")
+        expect(Result.isFailure(result) && result.failure.message).toMatch(/integer >= 1/)
       } else {
-        expect(Either.isRight(result) && Option.isSome(result.right)).toBe(true)
+        expect(Result.isSuccess(result) && Option.isSome(result.success)).toBe(true)
       }
     }
     expect(yield* advisoryLocks).toBe(0)
@@ -121,7 +119,7 @@ const rejectsLimit = (limit: number, providerRejects: boolean) =>
     const raw = JSON.stringify({ policies: { concurrency: { source: "enqueue", value: { key: "k", limit, mode: "Wait" } } } })
     yield* store.insert([{ id: "bad-limit", type: "Task", handler: null, payload: { key: "k", ms: 0 }, state: "Enqueued", scheduleTime: new Date(), metadata: JSON.parse(raw) }])
     const good = yield* p.enqueue(Task, { key: "k", ms: 0 }, JobParameters.make().withSemaphore("k", 2))
-    yield* Effect.scoped(Effect.zipRight(Worker.make({ addons: [Concurrency.addon], concurrency: 2, pollInterval: "10 millis" }), drained()))
+    yield* Effect.scoped(Effect.andThen(Worker.make({ addons: [Concurrency.addon], concurrency: 2, pollInterval: "10 millis" }), drained()))
     const bad = yield* detail("bad-limit")
     expect(bad.job.state).toBe("Failed")
     expect(bad.logs.at(-1)!.message).toMatch(/^Job metadata is invalid: /)
@@ -173,11 +171,11 @@ describe("bad input: concurrency limits", () => {
       Effect.gen(function* () {
         const p = yield* Publisher.Publisher
         const ids = yield* Effect.forEach([1, 2, 3], () => p.enqueue(Task, { key: "wide", ms: 20 }, JobParameters.make().withSemaphore("wide", 2 ** 31 - 1)))
-        yield* Effect.scoped(Effect.zipRight(Worker.make({ addons: [Concurrency.addon], concurrency: 3, pollInterval: "10 millis" }), drained(20_000)))
+        yield* Effect.scoped(Effect.andThen(Worker.make({ addons: [Concurrency.addon], concurrency: 3, pollInterval: "10 millis" }), drained(20_000)))
         for (const id of ids) expect((yield* detail(id)).job.state).toBe("Succeeded")
         expect(yield* advisoryLocks).toBe(0)
       })
-    ).pipe(Effect.timeoutFail({ duration: "40 seconds", onTimeout: () => new Error("a job with limit 2^31 - 1 did not finish") }))
+    ).pipe(Effect.timeoutOrElse({ duration: "40 seconds", orElse: () => Effect.fail(new Error("a job with limit 2^31 - 1 did not finish")) }))
   })
 })
 
@@ -228,7 +226,7 @@ describe("bad input: concurrency keys", () => {
       Effect.gen(function* () {
         const p = yield* Publisher.Publisher
         const ids = yield* Effect.forEach(Array.from({ length: 6 }), () => p.enqueue(Task, { key, ms: 150 }, JobParameters.make().withMutex(key)))
-        yield* Effect.scoped(Effect.zipRight(Worker.make({ addons: [Concurrency.addon], concurrency: 6, pollInterval: "10 millis" }), drained()))
+        yield* Effect.scoped(Effect.andThen(Worker.make({ addons: [Concurrency.addon], concurrency: 6, pollInterval: "10 millis" }), drained()))
         expect(probe.holders.max.get(key)).toBe(1)
         const states = yield* Effect.forEach(ids, (id) => detail(id))
         const deleted = states.filter((d) => d.job.state === "Deleted")
@@ -249,7 +247,7 @@ const insertRaw = (id: string, metadata: unknown, type = "Task") =>
   Effect.flatMap(JobStore, (s) =>
     s.insert([{ id, type, handler: null, payload: { key: "shared", ms: 5 }, state: "Enqueued", scheduleTime: new Date(), metadata: { policies: {} } }])
   ).pipe(
-    Effect.zipRight(
+    Effect.andThen(
       Effect.flatMap(SqlClient.SqlClient, (sql) => sql`UPDATE warp_jobs SET metadata = ${JSON.stringify(metadata)}::jsonb WHERE id = ${id}`)
     )
   )
@@ -262,7 +260,7 @@ const corruptRows = (probe: Probe, rows: ReadonlyArray<readonly [string, unknown
     const good = yield* Effect.forEach(Array.from({ length: 8 }), (_, i) =>
       p.enqueue(Task, { key: i % 2 === 0 ? "shared" : null, ms: 5 }, i % 2 === 0 ? JobParameters.make().withSemaphore("shared", 2) : JobParameters.make())
     )
-    yield* Effect.scoped(Effect.zipRight(Worker.make({ addons: [Concurrency.addon], concurrency: 3, pollInterval: "10 millis" }), drained()))
+    yield* Effect.scoped(Effect.andThen(Worker.make({ addons: [Concurrency.addon], concurrency: 3, pollInterval: "10 millis" }), drained()))
     for (const [id] of rows) {
       const d = yield* detail(id)
       expect({ id, state: d.job.state }).toEqual({ id, state: "Failed" })
@@ -335,7 +333,7 @@ describe("bad input: hand-corrupted metadata rows", () => {
         const p = yield* Publisher.Publisher
         yield* insertRaw("unknown-contract", { policies: { concurrency: { source: "enqueue", value: { key: "shared", limit: 1, mode: "Wait" } } } }, "NoSuchContract")
         const good = yield* Effect.forEach([1, 2, 3], () => p.enqueue(Task, { key: "shared", ms: 5 }, JobParameters.make().withMutex("shared", "Wait")))
-        yield* Effect.scoped(Effect.zipRight(Worker.make({ addons: [Concurrency.addon], concurrency: 2, pollInterval: "10 millis" }), drained()))
+        yield* Effect.scoped(Effect.andThen(Worker.make({ addons: [Concurrency.addon], concurrency: 2, pollInterval: "10 millis" }), drained()))
         const d = yield* detail("unknown-contract")
         expect(d.job.state).toBe("Failed")
         expect(d.logs.at(-1)!.message).toMatch(/^Unknown job type 'NoSuchContract'/)
@@ -353,14 +351,24 @@ describe("bad input: hand-corrupted metadata rows", () => {
  */
 const preciseNow = () => performance.timeOrigin + performance.now()
 
-/** When this fiber's concurrency slot was taken (set by the recording provider below). */
-const slotTakenAt = FiberRef.unsafeMake<number>(0)
+/**
+ * When each slot acquisition was taken (set by the recording provider below), by slot name, index and
+ * fencing token: the handler of the attempt finds its own acquisition from its `info.slot`. (Effect 4
+ * has no fiber-local `FiberRef.set` that outlives the region it is set in, so the acquisition, not the
+ * fiber, carries the instant.)
+ */
+type TakenAt = Map<string, number>
+const acquisition = (name: string, index: number, fence: bigint | undefined) => `${name}#${index}#${fence ?? ""}`
 
-/** Wraps a provider so the holder's fiber knows when its slot was taken. */
-const recordingProvider = (inner: SemaphoreProviderService): SemaphoreProviderService => ({
+/** Wraps a provider so the holder knows when its slot was taken. */
+const recordingProvider = (takenAt: TakenAt) => (inner: SemaphoreProviderService): SemaphoreProviderService => ({
   tryAcquire: (name, limit, timeout) =>
     Effect.tap(inner.tryAcquire(name, limit, timeout), (slot) =>
-      Option.isSome(slot) ? Effect.flatMap(Clock.currentTimeMillis, (now) => FiberRef.set(slotTakenAt, now)) : Effect.void
+      Option.isSome(slot)
+        ? Effect.map(Clock.currentTimeMillis, (now) => {
+            takenAt.set(acquisition(name, slot.value.index, slot.value.fence), now)
+          })
+        : Effect.void
     )
 })
 
@@ -379,9 +387,11 @@ const underConnectionLoss = (fault: (admin: pg.Client, dbName: string) => Promis
     const dbName = new URL(url).pathname.slice(1)
     const intervals: Array<Interval> = []
     const terminations: Array<Termination> = []
+    const takenAt: TakenAt = new Map()
     const handler = Handler.job(Timed, ({ key, limit, ms }, info) =>
       Effect.gen(function* () {
-        const taken = yield* FiberRef.get(slotTakenAt)
+        const slot = info.slot
+        const taken = slot === undefined ? 0 : (takenAt.get(acquisition(LOCK_PREFIX + slot.key, slot.index, slot.fence)) ?? 0)
         const entered = preciseNow()
         yield* Effect.sleep(ms).pipe(
           Effect.ensuring(
@@ -404,7 +414,7 @@ const underConnectionLoss = (fault: (admin: pg.Client, dbName: string) => Promis
         )
       })
     )
-    const provider = Layer.scoped(SemaphoreProvider, Effect.map(SemaphoreProviderPg.make({ pingInterval: "50 millis" }), recordingProvider))
+    const provider = Layer.effect(SemaphoreProvider, Effect.map(SemaphoreProviderPg.make({ pingInterval: "50 millis" }), recordingProvider(takenAt)))
     const admin = new pg.Client({ connectionString: url, application_name: "warp-admin" })
     yield* Effect.acquireRelease(Effect.promise(() => admin.connect()), () => Effect.promise(() => admin.end()))
     admin.on("error", () => {})
@@ -449,7 +459,7 @@ const underConnectionLoss = (fault: (admin: pg.Client, dbName: string) => Promis
         `connection loss: ${faults} faults, ${intervals.length} handler runs for ${ids.length} jobs, violations ${violations} (after a lost slot ${lost})`
       )
       expect(violations, reports.flatMap((r) => r.examples).join("\n")).toBe(0)
-    }).pipe(Effect.provide(stack(url, handler, "warp-victim", provider)), Logger.withMinimumLogLevel(LogLevel.Error))
+    }).pipe(Effect.provide(stack(url, handler, "warp-victim", provider)), Effect.provideService(References.MinimumLogLevel, "Error"))
   })
 
 const terminateAll = (admin: pg.Client, dbName: string) =>

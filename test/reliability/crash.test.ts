@@ -5,7 +5,7 @@
  * with its connection.
  */
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
-import * as SqlClient from "@effect/sql/SqlClient"
+import * as SqlClient from "effect/sql/SqlClient"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import { Concurrency, JobParameters, JobStorePg, Publisher, Registry, SemaphoreProviderMemory } from "warp-effect"
@@ -22,7 +22,7 @@ const until = <E, R>(what: string, check: Effect.Effect<boolean, E, R>, timeoutM
   Effect.gen(function* () {
     const start = Date.now()
     while (!(yield* check)) {
-      if (Date.now() - start > timeoutMs) return yield* Effect.dieMessage(`timed out waiting for ${what}`)
+      if (Date.now() - start > timeoutMs) return yield* Effect.die(new Error(`timed out waiting for ${what}`))
       yield* Effect.sleep("20 millis")
     }
   })

@@ -28,10 +28,10 @@ const providers: ReadonlyArray<readonly [string, () => ProviderLayer]> = [
 ]
 
 /** A provider built in the current scope ("a process"; a second build is the process restarted). */
-const build = (layer: ProviderLayer): Effect.Effect<SemaphoreProvider["Type"], unknown, Scope.Scope> =>
+const build = (layer: ProviderLayer): Effect.Effect<SemaphoreProvider["Service"], unknown, Scope.Scope> =>
   Effect.map(Layer.build(layer), Context.get(SemaphoreProvider))
 
-const fenceOf = (p: SemaphoreProvider["Type"], name: string) =>
+const fenceOf = (p: SemaphoreProvider["Service"], name: string) =>
   Effect.scoped(Effect.map(p.tryAcquire(name, 1, 0), (slot) => Option.getOrThrow(slot).fence!))
 
 describe("fencing tokens", () => {

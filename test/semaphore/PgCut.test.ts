@@ -22,7 +22,7 @@ const db = sharedDatabase()
 /** A TCP proxy to `target` whose `stall()` stops forwarding in both directions, closing nothing. */
 const stallingProxy = (target: URL) =>
   Effect.acquireRelease(
-    Effect.async<{ readonly port: number; readonly stall: () => void; readonly server: Server; readonly sockets: Set<Socket> }>((resume) => {
+    Effect.callback<{ readonly port: number; readonly stall: () => void; readonly server: Server; readonly sockets: Set<Socket> }>((resume) => {
       let stalled = false
       const sockets = new Set<Socket>()
       const server = createServer((client) => {

@@ -57,7 +57,7 @@ const held = (name: string) =>
     (rows) => rows[0]!.n > 0
   )
 
-const claimOne = (store: JobStore["Type"]) =>
+const claimOne = (store: JobStore["Service"]) =>
   Effect.gen(function* () {
     const id = `fused-${Math.random().toString(36).slice(2)}`
     yield* store.insert([{ id, type: "T", handler: null, payload: {}, state: "Enqueued", scheduleTime: new Date(Date.now() - 1000), metadata: {} }])
@@ -67,7 +67,7 @@ const claimOne = (store: JobStore["Type"]) =>
   })
 
 /** Enqueued rows due long ago (ahead of every other test's rows), by id. */
-const oldRows = (store: JobStore["Type"], label: string, n: number) =>
+const oldRows = (store: JobStore["Service"], label: string, n: number) =>
   Effect.gen(function* () {
     const ids = Array.from({ length: n }, (_, i) => `carried-${label}-${Math.random().toString(36).slice(2)}-${i}`)
     yield* store.insert(ids.map((id, i) => ({ id, type: "T", handler: null, payload: {}, state: "Enqueued", scheduleTime: new Date(1_000 + i), metadata: {} }) as const))
@@ -81,7 +81,7 @@ const claimAndHold = (shared: boolean, label: string) =>
     const name = key(label)
     const job = yield* claimOne(store)
     const scope = yield* Scope.make()
-    const slot = Option.getOrThrow(yield* Scope.extend(provider.tryAcquire(name, 1, 0), scope))
+    const slot = Option.getOrThrow(yield* Scope.provide(provider.tryAcquire(name, 1, 0), scope))
     return { job, name, provider, scope, slot, store }
   })
 
@@ -224,7 +224,7 @@ describe("PostgreSQL: the slot's release inside the finalizing statement", () =>
       (rows) => rows.map((r) => r.pid)
     )
   const keyed = (k: string, limit: number) => ({ policies: { concurrency: { value: { key: k, limit, mode: "Wait" }, source: "Enqueue" } } })
-  const keyedRow = (store: JobStore["Type"], k: string, limit: number) =>
+  const keyedRow = (store: JobStore["Service"], k: string, limit: number) =>
     Effect.gen(function* () {
       const id = `admit-${Math.random().toString(36).slice(2)}`
       yield* store.insert([{ id, type: "T", handler: null, payload: {}, state: "Enqueued", scheduleTime: new Date(500), metadata: keyed(k, limit) }])
@@ -269,7 +269,7 @@ describe("PostgreSQL: the slot's release inside the finalizing statement", () =>
       // tryAcquire gets it: no second slot is taken
       expect(yield* slotHolders(LOCK_PREFIX + k, 2)).toEqual([holderPid])
       const attempt = yield* Scope.make()
-      const adopted = Option.getOrThrow(yield* Scope.extend(provider.tryAcquire(LOCK_PREFIX + k, 2, 0), attempt))
+      const adopted = Option.getOrThrow(yield* Scope.provide(provider.tryAcquire(LOCK_PREFIX + k, 2, 0), attempt))
       expect(adopted.name).toBe(LOCK_PREFIX + k)
       expect(yield* slotHolders(LOCK_PREFIX + k, 2)).toEqual([holderPid])
       expect(fusedRelease(adopted)).toBeDefined()
@@ -287,7 +287,7 @@ describe("PostgreSQL: the slot's release inside the finalizing statement", () =>
       const name = LOCK_PREFIX + k
       const job = yield* claimOne(store)
       const scope = yield* Scope.make()
-      const slot = Option.getOrThrow(yield* Scope.extend(provider.tryAcquire(name, 1, 0), scope))
+      const slot = Option.getOrThrow(yield* Scope.provide(provider.tryAcquire(name, 1, 0), scope))
       const [holderPid] = yield* slotHolders(name, 1)
       const marker = () =>
         sqlOf<{ holder: string; version: string }>(`SELECT holder, xmin::text AS version FROM warp_semaphore_marker WHERE lock_id = $1::bigint`, [lockId(slotName(name, 0))])
@@ -303,7 +303,7 @@ describe("PostgreSQL: the slot's release inside the finalizing statement", () =>
       expect(yield* marker()).toEqual([before])
       yield* Scope.close(scope, Exit.void)
       const attempt = yield* Scope.make()
-      expect(Option.getOrThrow(yield* Scope.extend(provider.tryAcquire(name, 1, 0), attempt)).index).toBe(0)
+      expect(Option.getOrThrow(yield* Scope.provide(provider.tryAcquire(name, 1, 0), attempt)).index).toBe(0)
       expect(yield* slotHolders(name, 1)).toEqual([holderPid])
       yield* Scope.close(attempt, Exit.void)
       expect(yield* slotHolders(name, 1)).toEqual([])

@@ -55,7 +55,7 @@ const holder = (url: string, name: string, deadlineBy: "idle-session-timeout" | 
       })
       /** The first stdout line starting with `prefix` not yet taken. */
       const next = (prefix: string) =>
-        Effect.async<string, Error>((resume) => {
+        Effect.callback<string, Error>((resume) => {
           const look = () => {
             const lines = out.split("\n")
             const i = lines.findIndex((l) => l.startsWith(prefix))

@@ -15,7 +15,7 @@ import { sharedDatabase } from "./pg.js"
 const db = sharedDatabase()
 
 /** Builds a provider on a pool of its own (a separate "process" as far as PostgreSQL sees it). */
-const provider = (layer: Layer.Layer<SemaphoreProvider, never, import("@effect/sql/SqlClient").SqlClient>) =>
+const provider = (layer: Layer.Layer<SemaphoreProvider, never, import("effect/sql/SqlClient").SqlClient>) =>
   Effect.map(Layer.build(layer.pipe(Layer.provide(db.pool(4)))), Context.get(SemaphoreProvider))
 
 const ROUNDS = 120
@@ -30,7 +30,7 @@ const ROUNDS = 120
  * half of the slots (measured while writing this test, with N = 6400: 9 to 22 false "full"
  * answers in 150 rounds against the unguarded scan; none with the guard).
  */
-const race = (N: number, layer: () => Layer.Layer<SemaphoreProvider, never, import("@effect/sql/SqlClient").SqlClient>) =>
+const race = (N: number, layer: () => Layer.Layer<SemaphoreProvider, never, import("effect/sql/SqlClient").SqlClient>) =>
   Effect.gen(function* () {
     const name = `race:${Math.random().toString(36).slice(2)}`
     const X = N / 2
@@ -51,7 +51,7 @@ const race = (N: number, layer: () => Layer.Layer<SemaphoreProvider, never, impo
     const hold = (limit: number) =>
       Effect.gen(function* () {
         const scope = yield* Scope.make()
-        const slot = yield* Scope.extend(m.tryAcquire(name, limit, 0), scope)
+        const slot = yield* Scope.provide(m.tryAcquire(name, limit, 0), scope)
         // whether M lost the slot (its connection declared dead, e.g. a ping late on a loaded machine):
         // lock-delay then keeps the slot from S until M has released it, so the round's premise is gone
         const lost = Option.match(slot, { onNone: () => Effect.succeed(false), onSome: (x) => Effect.map(Effect.timeoutOption(x.lost, 0), Option.isSome) })
@@ -66,7 +66,7 @@ const race = (N: number, layer: () => Layer.Layer<SemaphoreProvider, never, impo
       const onX = yield* hold(X + 1)
       yield* zero.release
       expect([zero.index, onX.index]).toEqual([0, X])
-      const answer = yield* Effect.fork(scan)
+      const answer = yield* Effect.forkChild(scan)
       // pacing, not synchronization: spreads M's move over S's call
       yield* Effect.sleep(Duration.millis(Math.random() * 2 * scanMs))
       yield* onX.release

@@ -39,10 +39,10 @@ if (!reachable && process.env.CI) {
     (r) => Effect.sync(() => r.disconnect())
   )
 
-  const holdOpen = (p: SemaphoreProvider["Type"], name: string, limit: number, timeout: Duration.DurationInput = 0) =>
+  const holdOpen = (p: SemaphoreProvider["Service"], name: string, limit: number, timeout: Duration.Input = 0) =>
     Effect.gen(function* () {
       const scope = yield* Scope.make()
-      const slot = yield* Scope.extend(p.tryAcquire(name, limit, timeout), scope)
+      const slot = yield* Scope.provide(p.tryAcquire(name, limit, timeout), scope)
       return { slot, close: Scope.close(scope, Exit.void) }
     })
 
@@ -53,7 +53,7 @@ if (!reachable && process.env.CI) {
         const other = yield* provider(prefix)
         // the holder's provider lives in a scope we close without closing the slot's scope: a dead process
         const holderScope = yield* Scope.make()
-        const holder = yield* Scope.extend(provider(prefix, { lease: "400 millis" }), holderScope)
+        const holder = yield* Scope.provide(provider(prefix, { lease: "400 millis" }), holderScope)
         const held = yield* holdOpen(holder, "k", 1)
         expect(Option.isSome(held.slot)).toBe(true)
         yield* Scope.close(holderScope, Exit.void)

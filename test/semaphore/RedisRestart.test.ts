@@ -9,10 +9,10 @@ import { type ChildProcess, spawn } from "node:child_process"
 import * as Context from "effect/Context"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
-import * as Either from "effect/Either"
 import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
+import * as Result from "effect/Result"
 import * as Scope from "effect/Scope"
 import { Redis } from "ioredis"
 import { SemaphoreProvider } from "../../src/internal/semaphore/SemaphoreProvider.js"
@@ -38,7 +38,7 @@ const startRedis = (port: number) =>
       return child
     }),
     (child: ChildProcess) =>
-      Effect.async<void>((resume) => {
+      Effect.callback<void>((resume) => {
         if (child.exitCode !== null || child.signalCode !== null) return resume(Effect.void)
         child.once("exit", () => resume(Effect.void))
         child.kill("SIGKILL")
@@ -64,7 +64,7 @@ describe.skipIf(!hasRedis)("Redis provider across a Redis restart without persis
       Effect.gen(function* () {
         const port = yield* Effect.promise(freePort)
         const serverScope = yield* Scope.make()
-        yield* Scope.extend(startRedis(port), serverScope)
+        yield* Scope.provide(startRedis(port), serverScope)
         const holder = yield* provider(port)
         // a fresh server is young too: the first grant waits until its uptime reaches the lease
         const slot = Option.getOrThrow(yield* holder.tryAcquire("k", 1, "10 seconds"))
@@ -75,8 +75,8 @@ describe.skipIf(!hasRedis)("Redis provider across a Redis restart without persis
         yield* Scope.close(serverScope, Exit.void)
         yield* startRedis(port)
         const other = yield* provider(port)
-        const refused = yield* Effect.either(Effect.scoped(other.tryAcquire("k", 1, 0)))
-        expect(Either.isLeft(refused) && refused.left.message).toMatch(
+        const refused = yield* Effect.result(Effect.scoped(other.tryAcquire("k", 1, 0)))
+        expect(Result.isFailure(refused) && refused.failure.message).toMatch(
           /^Redis restarted \d+ s ago: no slot is granted until one lease \(1500 ms\) has passed since its start/
         )
         const taken = yield* other.tryAcquire("k", 1, "20 seconds")

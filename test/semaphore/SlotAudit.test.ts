@@ -10,7 +10,7 @@
  * Waits are bounded polls of the database or the audit, never sleeps used as synchronization.
  */
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
-import * as SqlClient from "@effect/sql/SqlClient"
+import * as SqlClient from "effect/sql/SqlClient"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
@@ -51,7 +51,7 @@ const poll = <A, E, R>(what: string, check: Effect.Effect<A | undefined, E, R>, 
     while (true) {
       const a = yield* check
       if (a !== undefined) return a
-      if (Date.now() - start > timeoutMs) return yield* Effect.dieMessage(`waited ${timeoutMs} ms for ${what}`)
+      if (Date.now() - start > timeoutMs) return yield* Effect.die(new Error(`waited ${timeoutMs} ms for ${what}`))
       yield* Effect.sleep("25 millis")
     }
   })
@@ -175,7 +175,7 @@ describe("slot audit: a session left open holding a slot", () => {
 
   it.live("no finding while many short jobs of a key churn through its slots", () => {
     const Churn = Contract.job("AuditChurn", Schema.Struct({ i: Schema.Number }))
-    const handler = Handler.job(Churn, () => Effect.yieldNow(), { policy: [Semaphore("churn", 3)] })
+    const handler = Handler.job(Churn, () => Effect.yieldNow, { policy: [Semaphore("churn", 3)] })
     const env = Publisher.layer.pipe(
       Layer.provideMerge(Registry.layer({ handlers: [handler] })),
       Layer.provideMerge(Concurrency.layer),
@@ -196,7 +196,7 @@ describe("slot audit: a session left open holding a slot", () => {
             seen.push(yield* audit.runOnce)
             const c = yield* store.countByState
             if (c.Enqueued + c.Scheduled + c.Processing === 0) return seen
-            if (seen.length > 2000) return yield* Effect.dieMessage("not drained")
+            if (seen.length > 2000) return yield* Effect.die(new Error("not drained"))
             yield* Effect.sleep("20 millis")
           }
         })

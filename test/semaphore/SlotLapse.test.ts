@@ -13,10 +13,9 @@
 import { describe, expect, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import * as Logger from "effect/Logger"
-import * as LogLevel from "effect/LogLevel"
 import * as Metric from "effect/Metric"
 import * as Option from "effect/Option"
+import * as References from "effect/References"
 import * as Schema from "effect/Schema"
 import { Concurrency, Contract, Handler, JobParameters, JobStoreMemory, JobStorePg, Publisher, Registry, Saga, SemaphoreProviderMemory, SemaphoreProviderPg, Worker } from "warp-effect"
 import { JobStore } from "../../src/internal/store/JobStore.js"
@@ -28,7 +27,7 @@ import { detail, until } from "../support/runtime.js"
 
 const Step = Contract.job("LapseStep", Schema.Struct({ n: Schema.Number }))
 
-const lapsedCount = Effect.map(Metric.value(Metric.tagged(lapsedTotal, "key_family", "lapse-k")), (s) => s.count)
+const lapsedCount = Effect.map(Metric.value(Metric.withAttributes(lapsedTotal, { key_family: "lapse-k" })), (s) => s.count)
 
 describe("a lapsed slot", () => {
   it.live("is requeued with the lapse text instead of the handler's outcome, counted, and runs again", () => {
@@ -53,7 +52,7 @@ describe("a lapsed slot", () => {
       const p = yield* Publisher.Publisher
       const id = yield* p.enqueue(Step, { n: 1 }, JobParameters.make().withMutex("lapse-k", "Wait"))
       const d = yield* Effect.scoped(
-        Effect.zipRight(
+        Effect.andThen(
           Worker.make({ addons: [Concurrency.addon], concurrency: 1, pollInterval: "5 millis" }),
           until(detail(id), (d) => d.job.state === "Succeeded", 10_000)
         )
@@ -63,7 +62,7 @@ describe("a lapsed slot", () => {
       expect(requeues).toEqual([lapsedText("Slot of 'lapse-k'")])
       expect(d.logs.filter((l) => l.kind === "Succeeded")).toHaveLength(1)
       expect((yield* lapsedCount) - before).toBe(1)
-    }).pipe(Effect.provide(env), Logger.withMinimumLogLevel(LogLevel.None))
+    }).pipe(Effect.provide(env), Effect.provideService(References.MinimumLogLevel, "None"))
   })
 })
 
@@ -89,14 +88,14 @@ describe("a lapsed saga lock", () => {
       const p = yield* Publisher.Publisher
       const id = yield* p.enqueue(Order, { order: "o-1" })
       const d = yield* Effect.scoped(
-        Effect.zipRight(Worker.make({ concurrency: 1, pollInterval: "5 millis" }), until(detail(id), (d) => d.job.state === "Succeeded", 10_000))
+        Effect.andThen(Worker.make({ concurrency: 1, pollInterval: "5 millis" }), until(detail(id), (d) => d.job.state === "Succeeded", 10_000))
       )
       expect(runs).toBe(2)
       const requeues = d.logs.filter((l) => l.kind === "Requeued").map((l) => l.message)
       expect(requeues).toHaveLength(1)
       expect(requeues[0]).toMatch(/^Lock of saga correlation '.*o-1' lapsed while running/)
       expect(requeues[0]).toBe(lapsedText(requeues[0]!.slice(0, requeues[0]!.indexOf(" lapsed while running"))))
-    }).pipe(Effect.provide(env), Logger.withMinimumLogLevel(LogLevel.None))
+    }).pipe(Effect.provide(env), Effect.provideService(References.MinimumLogLevel, "None"))
   })
 })
 
@@ -130,7 +129,7 @@ describe("a lapsed slot on PostgreSQL", () => {
       const p = yield* Publisher.Publisher
       const id = yield* p.enqueue(PauseStep, { pause: 2_500 }, JobParameters.make().withMutex("pause-k", "Wait"))
       const d = yield* Effect.scoped(
-        Effect.zipRight(
+        Effect.andThen(
           Worker.make({ addons: [Concurrency.addon], concurrency: 1, pollInterval: "5 millis", lease: "30 seconds" }),
           until(detail(id), (d) => d.job.state === "Succeeded", 30_000)
         )
@@ -141,6 +140,6 @@ describe("a lapsed slot on PostgreSQL", () => {
       expect(first.kind).toBe("Requeued")
       expect(first.message).toMatch(/^Slot of 'pause-k' (lost while running|lapsed while running)/)
       expect(d.logs.filter((l) => l.kind === "Succeeded")).toHaveLength(1)
-    }).pipe(Effect.provide(env), Logger.withMinimumLogLevel(LogLevel.None))
+    }).pipe(Effect.provide(env), Effect.provideService(References.MinimumLogLevel, "None"))
   }, 60_000)
 })

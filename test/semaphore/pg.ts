@@ -20,7 +20,7 @@ export const sharedDatabase = () => {
   return {
     url: get,
     pool: (maxConnections = 40, applicationName?: string) =>
-      Layer.unwrapEffect(
+      Layer.unwrap(
         Effect.map(Effect.promise(get), (u) =>
           PgClient.layer({ url: Redacted.make(u), maxConnections, idleTimeout: "30 seconds", applicationName })
         )

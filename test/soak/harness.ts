@@ -40,7 +40,7 @@
  * and no advisory lock left in `pg_locks` (checked while the workers still run, and after they
  * stopped).
  */
-import * as SqlClient from "@effect/sql/SqlClient"
+import * as SqlClient from "effect/sql/SqlClient"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as ManagedRuntime from "effect/ManagedRuntime"

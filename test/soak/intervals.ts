@@ -24,7 +24,7 @@
  * counted as `afterLostSlot`: more handlers inside than slots, but only because a lock was lost while
  * its handler still ran (the window the lock-delay closes).
  */
-import * as SqlClient from "@effect/sql/SqlClient"
+import * as SqlClient from "effect/sql/SqlClient"
 import * as Effect from "effect/Effect"
 
 /** One recorded handler run. */

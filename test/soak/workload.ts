@@ -7,7 +7,7 @@
  * released (the slot is held by the attempt's scope, which closes after the handler), so each
  * recorded interval lies inside the slot's holding time.
  */
-import * as SqlClient from "@effect/sql/SqlClient"
+import * as SqlClient from "effect/sql/SqlClient"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
@@ -33,7 +33,7 @@ export const Work = Contract.job(
     ms: Schema.Number,
     fail: Schema.Boolean,
     hangFirst: Schema.optional(Schema.Boolean),
-    write: Schema.optional(Schema.Literal("fenced", "unfenced"))
+    write: Schema.optional(Schema.Literals(["fenced", "unfenced"]))
   })
 )
 
@@ -115,7 +115,7 @@ export interface Recorder {
 }
 
 // A record must survive connection faults: retry, bounded (about 5 s).
-const persist = Schedule.spaced("25 millis").pipe(Schedule.intersect(Schedule.recurs(200)))
+const persist = Schedule.max([Schedule.spaced("25 millis"), Schedule.recurs(200)])
 
 /** The recording handler of {@link Work}. Requires only the `SqlClient` of its process. */
 export const recordingHandler = (recorder: Recorder) =>
@@ -123,7 +123,7 @@ export const recordingHandler = (recorder: Recorder) =>
     Effect.gen(function* () {
       const sql = yield* SqlClient.SqlClient
       const attempt = yield* Effect.serviceOption(CurrentAttempt)
-      const policy = Option.flatMap(attempt, (a) => Option.fromNullable(a.policies.concurrency))
+      const policy = Option.flatMap(attempt, (a) => Option.fromNullishOr(a.policies.concurrency))
       const key = Option.match(policy, { onNone: () => null, onSome: (p) => p.key })
       const lim = Option.match(policy, { onNone: () => null, onSome: (p) => p.limit })
       const claimedAt = Option.match(attempt, { onNone: () => new Date(0), onSome: (a) => a.job.updatedAt })
@@ -163,15 +163,15 @@ export const recordingHandler = (recorder: Recorder) =>
         hangFirst === true && info.attempt === 1
           ? Effect.never
           : Effect.sleep(Duration.millis(ms)).pipe(
-              Effect.zipRight(fail ? Effect.fail(HANDLER_FAILURE) : Effect.void)
+              Effect.andThen(fail ? Effect.fail(HANDLER_FAILURE) : Effect.void)
             )
       yield* Effect.acquireUseRelease(
         enter,
-        () => Effect.zipRight(diagnose, body),
+        () => Effect.andThen(diagnose, body),
         // the resource write comes last whatever ended the work — interrupted too (told its slot was lost,
         // replaced, shut down): the worst holder, one that writes what it has anyway; the fence is what
         // must refuse it
-        (_, exit) => Effect.zipRight(Effect.ignore(writeResource("exit")), leave(Exit.isSuccess(exit) ? "ok" : Exit.isInterrupted(exit) ? "interrupted" : "failed"))
+        (_, exit) => Effect.andThen(Effect.ignore(writeResource("exit")), leave(Exit.isSuccess(exit) ? "ok" : Exit.hasInterrupts(exit) ? "interrupted" : "failed"))
       )
     })
   )

@@ -17,7 +17,7 @@
  *   names only older jobs of the key;
  * - the newest job of each key ends Succeeded after one uninterrupted handler run.
  */
-import * as fc from "effect/FastCheck"
+import * as fc from "fast-check"
 import { JobParameters } from "warp-effect"
 import { requeuedText } from "../../src/internal/concurrency/ConcurrencyBehavior.js"
 import type { JobLog } from "../../src/internal/job/Job.js"

@@ -24,10 +24,9 @@
  */
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
-import * as fc from "effect/FastCheck"
-import * as FiberRef from "effect/FiberRef"
-import * as HashMap from "effect/HashMap"
 import * as Option from "effect/Option"
+import * as References from "effect/References"
+import * as fc from "fast-check"
 import { JobParameters } from "warp-effect"
 import {
   cancelledText,
@@ -134,7 +133,7 @@ export interface GateEvent {
 }
 
 const annotation = (key: string) =>
-  Effect.map(FiberRef.get(FiberRef.currentLogAnnotations), (a) => Option.getOrUndefined(HashMap.get(a, key)) as string | undefined)
+  Effect.map(References.CurrentLogAnnotations, (a) => a[key] as string | undefined)
 
 /** The gate answers and handler runs of one run, in one order, with the violations found on the way. */
 export class Ledger {
@@ -205,7 +204,7 @@ export class Ledger {
       tryAcquire: (name, limit, timeout) =>
         Effect.gen(function* () {
           const n = yields[turn++ % yields.length]!
-          for (let i = 0; i < n; i++) yield* Effect.yieldNow()
+          for (let i = 0; i < n; i++) yield* Effect.yieldNow
           const jobId = yield* annotation("warp.job.id")
           // registered before the provider's own release, so it runs after it (a scope's finalizers run in
           // reverse order): the ledger stops counting a slot only once the provider has let it go
@@ -261,8 +260,8 @@ export class Ledger {
       (_, exit) =>
         Effect.sync(() => {
           names.forEach(([name]) => this.inside.set(name, this.inside.get(name)! - 1))
-          this.trace.push(`${Date.now()} exit ${jobId} ${exit._tag}${Exit.isInterrupted(exit) ? " (interrupted)" : ""}`)
-          if (Exit.isInterrupted(exit)) this.interrupted.set(jobId, (this.interrupted.get(jobId) ?? 0) + 1)
+          this.trace.push(`${Date.now()} exit ${jobId} ${exit._tag}${Exit.hasInterrupts(exit) ? " (interrupted)" : ""}`)
+          if (Exit.hasInterrupts(exit)) this.interrupted.set(jobId, (this.interrupted.get(jobId) ?? 0) + 1)
         })
     )
   }

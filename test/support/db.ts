@@ -1,5 +1,5 @@
 import type * as PgClient from "@effect/sql-pg/PgClient"
-import * as SqlClient from "@effect/sql/SqlClient"
+import * as SqlClient from "effect/sql/SqlClient"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import pg from "pg"
@@ -48,4 +48,4 @@ export { pgLayer }
 
 /** A PgClient on a fresh database, dropped when the layer is released. */
 export const freshPgLayer = (maxConnections = 20): Layer.Layer<PgClient.PgClient | SqlClient.SqlClient, unknown> =>
-  Layer.unwrapScoped(Effect.map(freshDatabaseUrl, (url) => pgLayer(url, maxConnections)))
+  Layer.unwrap(Effect.map(freshDatabaseUrl, (url) => pgLayer(url, maxConnections)))

@@ -10,6 +10,6 @@ export const counting = <E, R>(inner: Layer.Layer<ConcurrencyLimitManager.Concur
     Limits,
     Effect.map(Limits, (m): ConcurrencyLimitManager.ConcurrencyLimitManagerService => ({
       ...m,
-      get: (key) => Effect.zipRight(Effect.sync(() => calls.set(key, (calls.get(key) ?? 0) + 1)), m.get(key))
+      get: (key) => Effect.andThen(Effect.sync(() => calls.set(key, (calls.get(key) ?? 0) + 1)), m.get(key))
     }))
   ).pipe(Layer.provide(inner))

@@ -6,14 +6,14 @@ import { type JobState } from "warp-effect"
 import { JobStore } from "../../src/internal/store/JobStore.js"
 
 /** Waits (polling the store every `poll`, bounded) until no job is pending or processing. */
-export const drained = (timeoutMs = 30_000, poll: Duration.DurationInput = "20 millis") =>
+export const drained = (timeoutMs = 30_000, poll: Duration.Input = "20 millis") =>
   Effect.gen(function* () {
     const store = yield* JobStore
     const start = Date.now()
     while (true) {
       const c = yield* store.countByState
       if (c.Enqueued + c.Scheduled + c.Processing === 0) return c
-      if (Date.now() - start > timeoutMs) return yield* Effect.dieMessage(`not drained after ${timeoutMs} ms: ${JSON.stringify(c)}`)
+      if (Date.now() - start > timeoutMs) return yield* Effect.die(new Error(`not drained after ${timeoutMs} ms: ${JSON.stringify(c)}`))
       yield* Effect.sleep(poll)
     }
   })
@@ -42,7 +42,7 @@ export const until = <A, E, R>(read: Effect.Effect<A, E, R>, done: (a: A) => boo
     while (true) {
       const a = yield* read
       if (done(a)) return a
-      if (Date.now() - start > timeoutMs) return yield* Effect.dieMessage(`condition not reached in ${timeoutMs} ms; last read: ${describe(a)}`)
+      if (Date.now() - start > timeoutMs) return yield* Effect.die(new Error(`condition not reached in ${timeoutMs} ms; last read: ${describe(a)}`))
       yield* Effect.sleep("10 millis")
     }
   })

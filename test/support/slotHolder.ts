@@ -29,13 +29,13 @@ const config = JSON.parse(process.argv[2]!) as HolderConfig
 const program = Effect.gen(function* () {
   const commands = yield* Queue.unbounded<string>()
   const lines = createInterface({ input: process.stdin })
-  lines.on("line", (l) => commands.unsafeOffer(l.trim()))
+  lines.on("line", (l) => Queue.offerUnsafe(commands, l.trim()))
   const provider = yield* SemaphoreProviderPg.make({ deadline: `${config.deadlineMs} millis`, deadlineBy: config.deadlineBy, pingInterval: "100 millis" })
   const scope = yield* Scope.make()
-  const slot = yield* Scope.extend(provider.tryAcquire(config.name, 1, 0), scope)
-  if (Option.isNone(slot)) return yield* Effect.dieMessage(`slot of ${config.name} not free`)
+  const slot = yield* Scope.provide(provider.tryAcquire(config.name, 1, 0), scope)
+  if (Option.isNone(slot)) return yield* Effect.die(new Error(`slot of ${config.name} not free`))
   const lost = yield* Deferred.make<void>()
-  yield* Effect.forkDaemon(Effect.zipRight(slot.value.lost, Deferred.succeed(lost, undefined)))
+  yield* Effect.forkDetach(Effect.andThen(slot.value.lost, Deferred.succeed(lost, undefined)))
   console.log("HELD")
   while (true) {
     const command = yield* Queue.take(commands)

@@ -9,16 +9,15 @@
  */
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import * as PgClient from "@effect/sql-pg/PgClient"
-import * as SqlClient from "@effect/sql/SqlClient"
 import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import * as Logger from "effect/Logger"
-import * as LogLevel from "effect/LogLevel"
 import * as Option from "effect/Option"
 import * as Queue from "effect/Queue"
 import * as Redacted from "effect/Redacted"
+import * as References from "effect/References"
+import * as SqlClient from "effect/sql/SqlClient"
 import { Concurrency, JobStorePg, Registry, SemaphoreProviderPg, Worker } from "warp-effect"
 import { SemaphoreProviderRedis } from "warp-effect/redis"
 import { lockId } from "../../src/internal/semaphore/lockId.js"
@@ -107,7 +106,7 @@ const pgProviderOptions: SemaphoreProviderPg.PgProviderOptions = {
 
 const pgProvider =
   process.env.WARP_SOAK_DIAG === "1"
-    ? Layer.scoped(
+    ? Layer.effect(
         SemaphoreProvider,
         Effect.flatMap(SqlClient.SqlClient, (sql) =>
           Effect.map(SemaphoreProviderPg.make(pgProviderOptions), (inner) => diagnosed(inner, sql))
@@ -132,9 +131,9 @@ const providerLayer =
  * `lapsed`, and with `ignoreSlotLoss` a `lost` that never completes.
  */
 const ablated = <E, R>(layer: Layer.Layer<SemaphoreProvider, E, R>): Layer.Layer<SemaphoreProvider, E, R> =>
-  Layer.map(layer, (context) => {
+  Layer.flatMap(layer, (context) => {
     const inner = Context.get(context, SemaphoreProvider)
-    return Context.make(SemaphoreProvider, {
+    return Layer.succeed(SemaphoreProvider, {
       tryAcquire: (name, limit, timeout) =>
         // the slot itself, not a copy: the PostgreSQL provider's fused release is found by the slot's identity
         Effect.tap(inner.tryAcquire(name, limit, timeout), (slot) =>
@@ -157,7 +156,7 @@ const env = Registry.layer({ handlers: [recordingHandler({ proc: config.name, pi
 
 const main = Effect.gen(function* () {
   const restart = yield* Queue.unbounded<void>()
-  onInterrupt = () => void Queue.unsafeOffer(restart, undefined)
+  onInterrupt = () => void Queue.offerUnsafe(restart, undefined)
   for (; pendingInterrupts > 0; pendingInterrupts--) onInterrupt()
   let generation = 0
   while (true) {
@@ -181,6 +180,6 @@ const main = Effect.gen(function* () {
 })
 
 NodeRuntime.runMain(
-  main.pipe(Effect.provide(env), Logger.withMinimumLogLevel(LogLevel.Error)),
+  main.pipe(Effect.provide(env), Effect.provideService(References.MinimumLogLevel, "Error")),
   { disableErrorReporting: false }
 )

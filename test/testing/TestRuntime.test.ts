@@ -13,11 +13,12 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
-import * as fc from "effect/FastCheck"
 import * as Schema from "effect/Schema"
+import * as fc from "fast-check"
 import { Contract, Handler, JobParameters, Publisher, Retry } from "warp-effect"
 import { TestRuntime, Workload } from "warp-effect/testing"
 import { cancelledText, requeuedText } from "../../src/internal/concurrency/ConcurrencyBehavior.js"
+import { property as effectProperty } from "../properties/fastCheck.js"
 
 const Step = Contract.job("Step", Schema.Struct({ index: Schema.Number }))
 const step = Handler.job(Step, (_, attempt) => TestRuntime.play(attempt.jobId))
@@ -36,7 +37,8 @@ const mutexBurst = (mode: Workload.Mode) =>
   )
 
 describe("TestRuntime: reference model for Mutex Skip vs Wait", () => {
-  it.effect.prop(
+  effectProperty(
+    it.effect,
     "Skip: one runs, the rest end Deleted with the exact text and never run",
     [mutexBurst("Skip")],
     ([w]) =>
@@ -60,7 +62,8 @@ describe("TestRuntime: reference model for Mutex Skip vs Wait", () => {
     { fastCheck: { numRuns: 15 } }
   )
 
-  it.effect.prop(
+  effectProperty(
+    it.effect,
     "Wait: all run once, one at a time, every job but the first requeued with the exact text",
     [mutexBurst("Wait")],
     ([w]) =>
@@ -84,7 +87,8 @@ describe("TestRuntime: reference model for Mutex Skip vs Wait", () => {
 })
 
 describe("TestRuntime: any workload", () => {
-  it.effect.prop(
+  effectProperty(
+    it.effect,
     "at most N inside per key; Deleted only for Skip keys and never run; others run once and end by their result; the tally matches",
     [Workload.arbitrary({ maxJobs: 8 }), fc.integer({ min: 1, max: 4 })],
     ([w, fibers]) =>
@@ -114,7 +118,8 @@ describe("TestRuntime: any workload", () => {
     { fastCheck: { numRuns: 25 } }
   )
 
-  it.effect.prop(
+  effectProperty(
+    it.effect,
     "same workload, same result",
     [Workload.arbitrary({ maxJobs: 6 })],
     ([w]) =>

@@ -24,20 +24,20 @@ export interface Attempt {
 }
 
 /** The current attempt, provided to behaviors and handlers. */
-export class CurrentAttempt extends Context.Tag("warp/CurrentAttempt")<CurrentAttempt, Attempt>() {}
+export class CurrentAttempt extends Context.Service<CurrentAttempt, Attempt>()("warp/CurrentAttempt") {}
 
 /** The slot the running attempt holds (set by the concurrency gate around what it admits); none by default. */
-export class CurrentSlot extends Context.Reference<CurrentSlot>()("warp/CurrentSlot", {
-  defaultValue: (): SlotInfo | undefined => undefined
-}) {}
+export const CurrentSlot = Context.Reference<SlotInfo | undefined>("warp/CurrentSlot", {
+  defaultValue: () => undefined
+})
 
 /**
  * The provider's slot the running attempt holds (set by the concurrency gate beside
  * {@link CurrentSlot}), so that the worker can hand its release to the finalizing write; none by default.
  */
-export class HeldSlot extends Context.Reference<HeldSlot>()("warp/HeldSlot", {
-  defaultValue: (): Slot | undefined => undefined
-}) {}
+export const HeldSlot = Context.Reference<Slot | undefined>("warp/HeldSlot", {
+  defaultValue: () => undefined
+})
 
 /**
  * Whether a slot the running attempt holds has lapsed (set by the concurrency gate beside
@@ -45,9 +45,9 @@ export class HeldSlot extends Context.Reference<HeldSlot>()("warp/HeldSlot", {
  * undefined. The worker asks it after the handler, before the finalizing write, and records that
  * requeue instead of the handler's outcome; nothing by default.
  */
-export class SlotLapse extends Context.Reference<SlotLapse>()("warp/SlotLapse", {
-  defaultValue: (): Effect.Effect<string | undefined> => Effect.succeed(undefined)
-}) {}
+export const SlotLapse = Context.Reference<Effect.Effect<string | undefined>>("warp/SlotLapse", {
+  defaultValue: () => Effect.succeed(undefined)
+})
 
 /**
  * Runs `next` (a handler, with what runs inside a slot) in a fiber of its own until it ends or
@@ -61,22 +61,33 @@ export class SlotLapse extends Context.Reference<SlotLapse>()("warp/SlotLapse", 
  */
 export const untilLost = <A, E, R, L = void>(next: Effect.Effect<A, E, R>, lost: Effect.Effect<L>, onLost: (lost: L) => A): Effect.Effect<A, E, R> =>
   Effect.uninterruptibleMask((restore) =>
-    Effect.flatMap(Effect.fork(restore(next)), (handler) => {
+    // the handler's fiber starts as its caller runs (interruptible or not), like the caller's own code
+    Effect.flatMap(Effect.forkChild(restore(next), { uninterruptible: "inherit" }), (handler) => {
       let lostWith: { readonly value: L } | undefined
       const watch = Effect.flatMap(lost, (value) => {
         lostWith ??= { value }
-        return Fiber.interruptFork(handler)
+        return interruptFork(handler)
       })
       // the watcher is interruptible even when the caller is not: it is stopped once the handler ended
-      return Effect.flatMap(Effect.fork(Effect.interruptible(watch)), (watcher) =>
+      return Effect.flatMap(Effect.forkChild(Effect.interruptible(watch)), (watcher) =>
         restore(Fiber.await(handler)).pipe(
           Effect.onInterrupt(() => Fiber.interrupt(handler)),
-          Effect.ensuring(Fiber.interruptFork(watcher)),
+          Effect.ensuring(interruptFork(watcher)),
           Effect.flatMap((exit): Effect.Effect<A, E> => (lostWith !== undefined ? Effect.succeed(onLost(lostWith.value)) : exit))
         )
       )
     })
   )
+
+/**
+ * Asks `fiber` to stop, without waiting for it to end (the interruptor named is the calling fiber, as
+ * `Fiber.interrupt` names it).
+ */
+export const interruptFork = <A, E>(fiber: Fiber.Fiber<A, E>): Effect.Effect<void> =>
+  Effect.withFiber((self) => {
+    fiber.interruptUnsafe(self.id)
+    return Effect.void
+  })
 
 /** The outcome of an attempt whose slot (`what`) lapsed while it ran (whatever its handler returned). */
 export const lapsedText = (what: string): string =>

@@ -16,7 +16,7 @@ export interface JobContextValue {
 }
 
 /** The running attempt's row (the attempt number counts handler runs; a requeue gives its number back). */
-export class JobContext extends Context.Tag("warp/JobContext")<JobContext, JobContextValue>() {}
+export class JobContext extends Context.Service<JobContext, JobContextValue>()("warp/JobContext") {}
 
 /** The attempt's context as a layer. */
 export const layer = (value: JobContextValue): Layer.Layer<JobContext> => Layer.succeed(JobContext, value)

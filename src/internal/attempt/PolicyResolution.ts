@@ -5,7 +5,7 @@
  *
  * @since 0.1.0
  */
-import * as Either from "effect/Either"
+import * as Result from "effect/Result"
 import type { AnyContract } from "../job/Contract.js"
 import type { AnyHandler } from "../job/Handler.js"
 import * as ComputedLimit from "../policy/ComputedLimit.js"
@@ -43,7 +43,7 @@ export const checkPlacement = (handler: AnyHandler): string | undefined => {
       const policies = handler.policies ?? {}
       const decls = Object.entries(policies).map(([family, value]) => ({ _tag: "PolicyDeclaration", family, value, placement: "anywhere" }))
       const checked = Declaration.collect(`handler '${handler.name}'`, decls as Array<Declaration.Declaration>)
-      if (Either.isLeft(checked)) return `Invalid policy on handler '${handler.name}': ${checked.left.message}`
+      if (Result.isFailure(checked)) return `Invalid policy on handler '${handler.name}': ${checked.failure.message}`
       if (policies.timeout?.scope === "Total") {
         return `Timeout(scope: Total) declared on handler '${handler.name}': its deadline runs from enqueue, so it must be declared on the contract or passed at enqueue`
       }
@@ -93,8 +93,8 @@ export const resolve = (options: {
     if (conc !== undefined && limitFrom !== undefined) {
       const value = conc.value as ConcurrencyPolicy
       const computed = ComputedLimit.compute(value, limitFrom, options.payload)
-      if (Either.isLeft(computed)) return { effective: {}, metadata: stored, failure: computed.left }
-      out.concurrency = { source: conc.source, value: new ConcurrencyPolicy({ key: value.key, limit: computed.right, mode: value.mode }) }
+      if (Result.isFailure(computed)) return { effective: {}, metadata: stored, failure: computed.failure }
+      out.concurrency = { source: conc.source, value: new ConcurrencyPolicy({ key: value.key, limit: computed.success, mode: value.mode }) }
     }
     entries = out as JobMetadata.PolicyEntries
   }

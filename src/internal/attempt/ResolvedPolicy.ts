@@ -11,10 +11,9 @@
 import * as Context from "effect/Context"
 import * as Data from "effect/Data"
 import * as Effect from "effect/Effect"
-import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
-import * as ParseResult from "effect/ParseResult"
+import * as Result from "effect/Result"
 import * as Schema from "effect/Schema"
 import { Registry, type Registered } from "../job/Registry.js"
 import { GlobalPolicies } from "../policy/GlobalPolicies.js"
@@ -39,16 +38,16 @@ export interface ResolvedPolicyValue {
 }
 
 /** The running attempt's resolved policy. */
-export class ResolvedPolicy extends Context.Tag("warp/ResolvedPolicy")<ResolvedPolicy, ResolvedPolicyValue>() {}
+export class ResolvedPolicy extends Context.Service<ResolvedPolicy, ResolvedPolicyValue>()("warp/ResolvedPolicy") {}
 
 /** Resolves the attempt's policy once (or reads the row's stamp). */
 export const resolve = (
-  context: JobContext["Type"],
-  registry: Registry["Type"],
+  context: JobContext["Service"],
+  registry: Registry["Service"],
   globals: Policies
-): Either.Either<ResolvedPolicyValue, Unrunnable> => {
+): Result.Result<ResolvedPolicyValue, Unrunnable> => {
   const { job, startedAt, workerId } = context
-  const unrunnable = (reason: string) => Either.left(new Unrunnable({ reason }))
+  const unrunnable = (reason: string) => Result.fail(new Unrunnable({ reason }))
   const registered = registry.lookup(job.type, job.handler)
   if (Option.isNone(registered)) {
     return unrunnable(
@@ -59,20 +58,20 @@ export const resolve = (
   const placement = PolicyResolution.checkPlacement(handler)
   if (placement !== undefined) return unrunnable(placement)
   const contract = (handler as { contract: any }).contract
-  const payload = Schema.decodeUnknownEither(contract.schema as Schema.Schema<unknown, unknown>)(job.payload)
-  if (Either.isLeft(payload)) {
-    return unrunnable(`Payload does not match the schema of '${job.type}': ${ParseResult.TreeFormatter.formatErrorSync(payload.left)}`)
+  const payload = Schema.decodeUnknownResult(contract.schema as Schema.Codec<unknown, unknown>)(job.payload)
+  if (Result.isFailure(payload)) {
+    return unrunnable(`Payload does not match the schema of '${job.type}': ${payload.failure.message}`)
   }
   const stored = JobMetadata.decode(job.metadata)
-  if (Either.isLeft(stored)) return unrunnable(`Job metadata is invalid: ${stored.left}`)
-  const resolution = PolicyResolution.resolve({ stored: stored.right, handler, contract, globals, now: startedAt, payload: payload.right })
+  if (Result.isFailure(stored)) return unrunnable(`Job metadata is invalid: ${stored.failure}`)
+  const resolution = PolicyResolution.resolve({ stored: stored.success, handler, contract, globals, now: startedAt, payload: payload.success })
   if (resolution.failure !== undefined) return unrunnable(resolution.failure)
-  return Either.right({
+  return Result.succeed({
     registered: registered.value,
-    payload: payload.right,
+    payload: payload.success,
     policies: resolution.effective,
     metadata: resolution.metadata,
-    attempt: { job, workerId, registered: registered.value, payload: payload.right, policies: resolution.effective }
+    attempt: { job, workerId, registered: registered.value, payload: payload.success, policies: resolution.effective }
   })
 }
 
@@ -86,6 +85,6 @@ export const layer: Layer.Layer<ResolvedPolicy, Unrunnable, JobContext | Registr
     const context = yield* JobContext
     const registry = yield* Registry
     const globals = yield* (yield* GlobalPolicies).current
-    return yield* resolve(context, registry, globals)
+    return yield* Effect.fromResult(resolve(context, registry, globals))
   })
 )

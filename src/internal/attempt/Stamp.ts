@@ -12,10 +12,10 @@ import * as JobMetadata from "../policy/JobMetadata.js"
 import { ResolvedPolicy } from "./ResolvedPolicy.js"
 
 /** The encoded metadata the finalizing write of this attempt stores. */
-export class Stamp extends Context.Tag("warp/Stamp")<Stamp, { readonly metadata: unknown }>() {}
+export class Stamp extends Context.Service<Stamp, { readonly metadata: unknown }>()("warp/Stamp") {}
 
 /** The stamp of a resolved policy: its metadata, encoded once. */
-export const of = (resolved: ResolvedPolicy["Type"]): Stamp["Type"] => ({ metadata: JobMetadata.encode(resolved.metadata) })
+export const of = (resolved: ResolvedPolicy["Service"]): Stamp["Service"] => ({ metadata: JobMetadata.encode(resolved.metadata) })
 
 /** The stamp as a layer, encoded once from the resolved policy. */
 export const layer: Layer.Layer<Stamp, never, ResolvedPolicy> = Layer.effect(Stamp, Effect.map(ResolvedPolicy, of))

@@ -4,9 +4,9 @@
  *
  * @since 0.1.0
  */
-import type * as SqlClient from "@effect/sql/SqlClient"
 import * as Effect from "effect/Effect"
-import * as Layer from "effect/Layer"
+import type * as Layer from "effect/Layer"
+import type * as SqlClient from "effect/sql/SqlClient"
 import { type Addon, order } from "../attempt/Pipeline.js"
 import * as CircuitBreakerBehavior from "./CircuitBreakerBehavior.js"
 import { CircuitBreakerState, layerMemory as stateMemory, layerPg as statePg } from "./CircuitBreakerState.js"

@@ -38,7 +38,7 @@ export const make = (state: CircuitBreakerStateService): Behavior => ({
     const jobId = attempt.job.id
     const record = (result: AttemptResult, probe: boolean) =>
       state.record(policy, jobId, result, probe).pipe(
-        Effect.catchAll((e) => Effect.logWarning(`circuit breaker '${policy.group}': result of ${jobId} not recorded`, e))
+        Effect.catch((e) => Effect.logWarning(`circuit breaker '${policy.group}': result of ${jobId} not recorded`, e))
       )
     const run = (probe: boolean) =>
       Effect.gen(function* () {
@@ -53,7 +53,7 @@ export const make = (state: CircuitBreakerStateService): Behavior => ({
         return outcome
       })
     return state.admit(policy, jobId).pipe(
-      Effect.tap((a) => Metric.increment(Metric.tagged(admissionsTotal, "result", a._tag))),
+      Effect.tap((a) => Metric.update(Metric.withAttributes(admissionsTotal, { result: a._tag }), 1)),
       Effect.matchEffect({
         onFailure: (e) => unavailable(policy, e._tag),
         onSuccess: Admission.$match({

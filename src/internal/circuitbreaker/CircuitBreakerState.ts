@@ -14,13 +14,13 @@
  *
  * @since 0.1.0
  */
-import * as SqlClient from "@effect/sql/SqlClient"
 import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
 import * as Data from "effect/Data"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
+import * as SqlClient from "effect/sql/SqlClient"
 import type { CircuitBreakerPolicy } from "../policy/PolicyValues.js"
 
 /** Whether an attempt of a group may run now. */
@@ -73,7 +73,7 @@ export interface CircuitBreakerStateService {
 }
 
 /** The circuit-breaker state tag. */
-export class CircuitBreakerState extends Context.Tag("warp/CircuitBreakerState")<CircuitBreakerState, CircuitBreakerStateService>() {}
+export class CircuitBreakerState extends Context.Service<CircuitBreakerState, CircuitBreakerStateService>()("warp/CircuitBreakerState") {}
 
 /** While half-open with a probe in flight, others ask again after at most this long. */
 export const PROBE_POLL_MS = 1000
@@ -131,7 +131,7 @@ export const makeMemory = Effect.sync((): CircuitBreakerStateService => {
       }),
     status: (group) =>
       Effect.sync(() =>
-        Option.map(Option.fromNullable(rows.get(group)), (r) => ({
+        Option.map(Option.fromNullishOr(rows.get(group)), (r) => ({
           group,
           consecutiveFailures: r.failures,
           openedUntil: r.openedUntil === null ? null : new Date(r.openedUntil),
@@ -203,7 +203,7 @@ export const makePg = Effect.gen(function* () {
     status: (group) =>
       sql`SELECT group_name, consecutive_failures, opened_until, probe_job FROM warp_circuit_breakers WHERE group_name = ${group}`.pipe(
         Effect.map((rows) =>
-          Option.map(Option.fromNullable(rows[0] as any), (r) => ({
+          Option.map(Option.fromNullishOr(rows[0] as any), (r) => ({
             group: String(r.group_name),
             consecutiveFailures: Number(r.consecutive_failures),
             openedUntil: toDate(r.opened_until),

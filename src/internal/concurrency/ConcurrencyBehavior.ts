@@ -12,7 +12,6 @@ import * as Clock from "effect/Clock"
 import * as Data from "effect/Data"
 import * as Effect from "effect/Effect"
 import * as Metric from "effect/Metric"
-import * as MetricKey from "effect/MetricKey"
 import * as Option from "effect/Option"
 import type * as Scope from "effect/Scope"
 import { CurrentSlot, HeldSlot, lapsedText, SlotLapse, untilLost } from "../attempt/Attempt.js"
@@ -67,13 +66,16 @@ export const replacingText = (key: string, limit: number, cancelling: ReadonlyAr
  */
 export type Holders = Pick<JobStoreService, "markHolder" | "cancelHolders">
 
-const gateKey = MetricKey.counter("warp_concurrency_gate_total", { description: "Concurrency gate results" })
+const gateOptions = { description: "Concurrency gate results" }
 
-/** Gate results, as an Effect metric tagged `result` and `key_family` (the key up to its first ':'). */
-export const gateTotal = Metric.fromMetricKey(gateKey)
+/** Gate results, as an Effect metric with the attributes `result` and `key_family` (the key up to its first ':'). */
+export const gateTotal: Metric.Counter<number> = Metric.counter("warp_concurrency_gate_total", gateOptions)
 
 /** {@link gateTotal}'s series of one result and key family, resolved once (see `Telemetry.series`). */
-const gateTotalOf: (result: string, family: string) => Metric.Metric.Counter<number> = Telemetry.series(gateKey, ["result", "key_family"])
+const gateTotalOf: (result: string, family: string) => Metric.Counter<number> = Telemetry.series(
+  (attributes) => Metric.counter("warp_concurrency_gate_total", { ...gateOptions, attributes }),
+  ["result", "key_family"]
+)
 
 /** Attempts whose slot lapsed while they ran (checked before the finalizing write). */
 export const lapsedTotal = Metric.counter("warp_concurrency_slot_lapsed_total", {
@@ -101,7 +103,7 @@ export const gate = (
       : dropsNewcomer(policy.mode)
         ? GateResult.Skipped({ key: policy.key, limit })
         : GateResult.Requeued({ key: policy.key, limit })
-  ).pipe(Effect.tap((r) => Metric.increment(gateTotalOf(r._tag, keyFamily(policy.key)))))
+  ).pipe(Effect.tap((r) => Metric.update(gateTotalOf(r._tag, keyFamily(policy.key)), 1)))
 
 /**
  * The lapse check of what an attempt holds: the requeue reason naming the first slot whose `lapsed` is
@@ -111,7 +113,7 @@ const lapseOf = (held: ReadonlyArray<readonly [Slot, string]>, key: string): Eff
   Effect.gen(function* () {
     for (const [slot, what] of held) {
       if (slot.lapsed !== undefined && (yield* slot.lapsed)) {
-        yield* Metric.increment(Metric.tagged(lapsedTotal, "key_family", keyFamily(key)))
+        yield* Metric.update(Metric.withAttributes(lapsedTotal, { key_family: keyFamily(key) }), 1)
         return lapsedText(what)
       }
     }
@@ -138,10 +140,11 @@ const admission = <E, R>(job: Job, policy: ConcurrencyPolicy, limit: number, sel
         }
       })
     ),
-    Effect.withSpan(Telemetry.spans.admission, {
-      attributes: { [Telemetry.attributes.jobId]: job.id, [Telemetry.attributes.key]: policy.key, [Telemetry.attributes.limit]: limit },
-      captureStackTrace: false
-    })
+    Effect.withSpan(
+      Telemetry.spans.admission,
+      { attributes: { [Telemetry.attributes.jobId]: job.id, [Telemetry.attributes.key]: policy.key, [Telemetry.attributes.limit]: limit } },
+      { captureStackTrace: false }
+    )
   )
 
 /** The key's limit for this attempt: the admin override as the claim read it, when it read this key's; else asked now. */
@@ -194,7 +197,7 @@ export const make = (provider: SemaphoreProviderService, manager: ConcurrencyLim
                 // an admin override of the group's cap wins over the declared total, as for a key
                 const groupLimit = Option.match(yield* manager.getGroupLimit(total.group), { onNone: () => total.limit, onSome: (o) => o.slots })
                 const group = yield* provider.tryAcquire(TOTAL_PREFIX + total.group, groupLimit, 0)
-                yield* Metric.increment(gateTotalOf(Option.isSome(group) ? "TotalAcquired" : "TotalFull", keyFamily(key)))
+                yield* Metric.update(gateTotalOf(Option.isSome(group) ? "TotalAcquired" : "TotalFull", keyFamily(key)), 1)
                 if (Option.isNone(group)) {
                   return dropsNewcomer(policy.mode)
                     ? Outcome.Deleted({ reason: groupCancelledText(total.group, groupLimit) })
@@ -217,7 +220,7 @@ export const make = (provider: SemaphoreProviderService, manager: ConcurrencyLim
         })
       })
     ).pipe(
-      Effect.catchAll((e: SemaphoreError | LimitStoreError | StoreError) =>
+      Effect.catch((e: SemaphoreError | LimitStoreError | StoreError) =>
         Effect.map(Clock.currentTimeMillis, (now) =>
           Outcome.Requeued({ reason: `Concurrency gate unavailable for '${policy.key}': ${e._tag}`, at: new Date(now + 1000) })
         )

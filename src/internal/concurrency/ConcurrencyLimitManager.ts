@@ -9,16 +9,16 @@
  *
  * @since 0.1.0
  */
-import * as SqlClient from "@effect/sql/SqlClient"
 import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
 import * as Data from "effect/Data"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
+import * as Result from "effect/Result"
 import * as Schema from "effect/Schema"
+import * as SqlClient from "effect/sql/SqlClient"
 import * as Describe from "../error/Describe.js"
 import * as Migrations from "../store/Migrations.js"
 import { call, PolicyKey, PositiveInt, validate } from "../policy/PolicyValues.js"
@@ -28,18 +28,18 @@ import { InvalidPolicy } from "../policy/InvalidPolicy.js"
 export class ConcurrencyLimit extends Schema.Class<ConcurrencyLimit>("ConcurrencyLimit")({
   key: PolicyKey,
   slots: PositiveInt,
-  updatedAt: Schema.DateFromSelf,
+  updatedAt: Schema.Date,
   /** When the override stops applying; absent = sticky until removed. */
-  expiresAt: Schema.optional(Schema.DateFromSelf)
+  expiresAt: Schema.optional(Schema.Date)
 }) {}
 
 /** One admin override of a total cap: the group's limit in force instead of the declared `total.limit`. */
 export class ConcurrencyGroupLimit extends Schema.Class<ConcurrencyGroupLimit>("ConcurrencyGroupLimit")({
   group: PolicyKey,
   slots: PositiveInt,
-  updatedAt: Schema.DateFromSelf,
+  updatedAt: Schema.Date,
   /** When the override stops applying; absent = sticky until removed. */
-  expiresAt: Schema.optional(Schema.DateFromSelf)
+  expiresAt: Schema.optional(Schema.Date)
 }) {}
 
 /**
@@ -49,7 +49,7 @@ export class ConcurrencyGroupLimit extends Schema.Class<ConcurrencyGroupLimit>("
  */
 export interface LimitExpiry {
   readonly expiresAt?: Date | undefined
-  readonly expiresIn?: Duration.DurationInput | undefined
+  readonly expiresIn?: Duration.Input | undefined
 }
 
 /** The limit table could not be read or written. */
@@ -88,10 +88,9 @@ export interface ConcurrencyLimitManagerService {
 }
 
 /** The admin limit service tag. */
-export class ConcurrencyLimitManager extends Context.Tag("warp/ConcurrencyLimitManager")<
-  ConcurrencyLimitManager,
-  ConcurrencyLimitManagerService
->() {}
+export class ConcurrencyLimitManager extends Context.Service<ConcurrencyLimitManager, ConcurrencyLimitManagerService>()(
+  "warp/ConcurrencyLimitManager"
+) {}
 
 const Input = Schema.Struct({ key: PolicyKey, slots: PositiveInt })
 const GroupInput = Schema.Struct({ group: PolicyKey, slots: PositiveInt })
@@ -107,29 +106,30 @@ type ExpiryOf = { readonly _tag: "None" } | { readonly _tag: "At"; readonly at: 
 /** The input rules of one kind of override: a key's, or a group's (a total cap's). */
 const checkOf =
   (entry: string, input: typeof Input | typeof GroupInput, field: "key" | "group") =>
-  (name: string, slots: number, expiry?: LimitExpiry): Either.Either<ExpiryOf, InvalidPolicy> =>
-    Either.flatMap(
-      validate("concurrency", input as Schema.Schema<unknown>, { [field]: name, slots }, call(entry, name, slots, expiry)),
+  (name: string, slots: number, expiry?: LimitExpiry): Result.Result<ExpiryOf, InvalidPolicy> =>
+    Result.flatMap(
+      validate("concurrency", input as Schema.Codec<unknown>, { [field]: name, slots }, call(entry, name, slots, expiry)),
       () => checkExpiry(expiry, call(entry, name, slots, expiry))
     )
 
 const refuse = (entry: string, field: string, rule: string, value: unknown) =>
-  Either.left(new InvalidPolicy({ family: "concurrency", message: `${entry}: ${field} ${rule}, got ${Describe.show(value)}`, entry, path: [field], value, rule }))
+  Result.fail(new InvalidPolicy({ family: "concurrency", message: `${entry}: ${field} ${rule}, got ${Describe.show(value)}`, entry, path: [field], value, rule }))
 
-const checkExpiry = (expiry: LimitExpiry | undefined, entry: string): Either.Either<ExpiryOf, InvalidPolicy> => {
-  if (expiry === undefined || (expiry.expiresAt === undefined && expiry.expiresIn === undefined)) return Either.right({ _tag: "None" })
+const checkExpiry = (expiry: LimitExpiry | undefined, entry: string): Result.Result<ExpiryOf, InvalidPolicy> => {
+  if (expiry === undefined || (expiry.expiresAt === undefined && expiry.expiresIn === undefined)) return Result.succeed({ _tag: "None" })
   if (expiry.expiresAt !== undefined && expiry.expiresIn !== undefined) {
     return refuse(entry, "expiresIn", "must not be given together with expiresAt", expiry.expiresIn)
   }
   if (expiry.expiresAt !== undefined) {
     const at = expiry.expiresAt
-    return at instanceof Date && Number.isFinite(at.getTime()) ? Either.right({ _tag: "At", at }) : refuse(entry, "expiresAt", "must be a valid Date", at)
+    return at instanceof Date && Number.isFinite(at.getTime()) ? Result.succeed({ _tag: "At", at }) : refuse(entry, "expiresAt", "must be a valid Date", at)
   }
-  const d = Duration.decodeUnknown(expiry.expiresIn)
+  // `fromInput` is none for what is not a duration (the field may come from untyped code)
+  const d = Duration.fromInput(expiry.expiresIn as Duration.Input)
   if (Option.isNone(d) || !Duration.isFinite(d.value) || Duration.toMillis(d.value) <= 0) {
     return refuse(entry, "expiresIn", "must be a finite duration > 0", expiry.expiresIn)
   }
-  return Either.right({ _tag: "In", millis: Duration.toMillis(d.value) })
+  return Result.succeed({ _tag: "In", millis: Duration.toMillis(d.value) })
 }
 
 /** Whether `limit` still applies at `now` (epoch millis). */
@@ -145,7 +145,7 @@ interface Overrides<A> {
 
 /** What tells the two kinds of override apart. */
 interface Kind<A> {
-  readonly check: (name: string, slots: number, expiry?: LimitExpiry) => Either.Either<ExpiryOf, InvalidPolicy>
+  readonly check: (name: string, slots: number, expiry?: LimitExpiry) => Result.Result<ExpiryOf, InvalidPolicy>
   readonly make: (name: string, slots: number, updatedAt: Date, expiresAt: Date | undefined) => A
   readonly nameOf: (a: A) => string
   /** PostgreSQL: the table and its name column. */
@@ -196,9 +196,9 @@ const memoryOverrides = <A extends { readonly expiresAt?: Date | undefined }>(ki
   })
   return {
     addOrUpdate: (name, slots, expiry) =>
-      Either.match(kind.check(name, slots, expiry), {
-        onLeft: Effect.fail,
-        onRight: (exp) =>
+      Result.match(kind.check(name, slots, expiry), {
+        onFailure: Effect.fail,
+        onSuccess: (exp) =>
           Effect.map(purge, (now) => {
             rows.set(name, kind.make(name, slots, new Date(now), exp._tag === "At" ? exp.at : exp._tag === "In" ? new Date(now + exp.millis) : undefined))
           })
@@ -217,7 +217,7 @@ const memoryOverrides = <A extends { readonly expiresAt?: Date | undefined }>(ki
     get: (name) =>
       hasNul(name)
         ? Effect.succeed(Option.none())
-        : Effect.map(Clock.currentTimeMillis, (now) => Option.filter(Option.fromNullable(rows.get(name)), (row) => isLive(row, now)))
+        : Effect.map(Clock.currentTimeMillis, (now) => Option.filter(Option.fromNullishOr(rows.get(name)), (row) => isLive(row, now)))
   }
 }
 
@@ -244,9 +244,9 @@ const pgOverrides = <A>(sql: SqlClient.SqlClient, kind: Kind<A>): Overrides<A> =
         : sql`NULL::timestamptz`
   return {
     addOrUpdate: (name, slots, expiry) =>
-      Either.match(kind.check(name, slots, expiry), {
-        onLeft: Effect.fail,
-        onRight: (exp) =>
+      Result.match(kind.check(name, slots, expiry), {
+        onFailure: Effect.fail,
+        onSuccess: (exp) =>
           sql`INSERT INTO ${table} (${column}, slots, expires_at)
               VALUES (${name}, ${slots}, ${expiresAtOf(exp)})
               ON CONFLICT (${column}) DO UPDATE SET slots = EXCLUDED.slots, expires_at = EXCLUDED.expires_at, updated_at = now()`.pipe(
@@ -271,7 +271,7 @@ const pgOverrides = <A>(sql: SqlClient.SqlClient, kind: Kind<A>): Overrides<A> =
       hasNul(name)
         ? Effect.succeed(Option.none())
         : sql`SELECT ${column} AS name, slots, updated_at, expires_at FROM ${table} WHERE ${column} = ${name} AND ${sql.literal(live)}`.pipe(
-            Effect.map((rows) => Option.map(Option.fromNullable(rows[0]), toRow)),
+            Effect.map((rows) => Option.map(Option.fromNullishOr(rows[0]), toRow)),
             Effect.mapError(fail(kind.ops.get))
           )
   }
@@ -283,7 +283,7 @@ export const makePg = Effect.map(SqlClient.SqlClient, (sql) => serviceOf(pgOverr
 /** PostgreSQL overrides; runs the concurrency addon's migration when built. */
 export const layerPg: Layer.Layer<ConcurrencyLimitManager, LimitStoreError, SqlClient.SqlClient> = Layer.effect(
   ConcurrencyLimitManager,
-  Migrations.concurrency.pipe(Effect.mapError((cause) => new LimitStoreError({ operation: "migrate", cause })), Effect.zipRight(makePg))
+  Migrations.concurrency.pipe(Effect.mapError((cause) => new LimitStoreError({ operation: "migrate", cause })), Effect.andThen(makePg))
 )
 
 /** PostgreSQL overrides without running the migration (when the app migrates on its own). */

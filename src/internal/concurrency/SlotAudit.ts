@@ -30,7 +30,6 @@
  *
  * @since 0.3.0
  */
-import * as SqlClient from "@effect/sql/SqlClient"
 import * as Context from "effect/Context"
 import * as Data from "effect/Data"
 import * as Duration from "effect/Duration"
@@ -40,6 +39,7 @@ import * as Metric from "effect/Metric"
 import * as Option from "effect/Option"
 import * as Ref from "effect/Ref"
 import * as Schedule from "effect/Schedule"
+import * as SqlClient from "effect/sql/SqlClient"
 import { Registry, type RegistryService } from "../job/Registry.js"
 import { lockId } from "../semaphore/lockId.js"
 import { slotName } from "../semaphore/SemaphoreProvider.js"
@@ -114,14 +114,14 @@ export class SlotAuditError extends Data.TaggedError("SlotAuditError")<{ readonl
 /** Options of {@link layer}. */
 export interface SlotAuditOptions {
   /** How often to run (the first run is at start). */
-  readonly every: Duration.DurationInput
+  readonly every: Duration.Input
   /** End the session of each leaked slot with `pg_terminate_backend` (default false). */
   readonly terminateStale?: boolean | undefined
   /**
    * How long a session holding an unaccounted slot lock must have been idle to count as leaked
    * (default 10 seconds). Keep it well above the provider's `pingInterval` (default 1 second).
    */
-  readonly idleFor?: Duration.DurationInput | undefined
+  readonly idleFor?: Duration.Input | undefined
   /** Slots checked per key at least (default 64); more when a known limit is higher. */
   readonly maxSlots?: number | undefined
   /** Keys to check besides those of Processing rows and admin overrides (a leak of a key none of these name is not seen). */
@@ -137,7 +137,7 @@ export interface SlotAuditService {
 }
 
 /** The audit service tag. */
-export class SlotAudit extends Context.Tag("warp/SlotAudit")<SlotAudit, SlotAuditService>() {}
+export class SlotAudit extends Context.Service<SlotAudit, SlotAuditService>()("warp/SlotAudit") {}
 
 /** Leaked slots found by the last run. */
 export const leakedGauge = Metric.gauge("warp_slot_audit_leaked", { description: "Advisory slot locks held with no Processing job to account for them" })
@@ -183,7 +183,7 @@ export const make = (options: Omit<SlotAuditOptions, "every">) =>
     const registry = yield* Registry
     const store = yield* JobStore
     const last = yield* Ref.make(Option.none<SlotAuditReport>())
-    const idleForMs = Duration.toMillis(Duration.decode(options.idleFor ?? "10 seconds"))
+    const idleForMs = Duration.toMillis(Duration.fromInputUnsafe(options.idleFor ?? "10 seconds"))
     const minSlots = options.maxSlots ?? 64
     const terminate = options.terminateStale === true
 
@@ -272,7 +272,7 @@ export const make = (options: Omit<SlotAuditOptions, "every">) =>
           )
           leaked[i] = { ...l, terminated: ended }
           if (ended) {
-            yield* Metric.increment(terminatedTotal)
+            yield* Metric.update(terminatedTotal, 1)
             yield* Effect.logWarning(`Slot audit: terminated session ${l.pid} holding leaked slot ${l.slot} of '${l.key}'`).pipe(
               Effect.annotateLogs({ key: l.key, slot: l.slot, pid: l.pid, application_name: l.applicationName })
             )
@@ -296,13 +296,13 @@ export const make = (options: Omit<SlotAuditOptions, "every">) =>
           `Slot audit: stuck holder — job ${s.jobId} of '${s.key}' (claimed by ${s.lockedBy ?? "?"}) is Processing with its lease expired at ${s.leaseUntil?.toISOString() ?? "?"} while the key's slot lock is held (sessions ${s.pids.join(", ")})`
         ).pipe(Effect.annotateLogs({ key: s.key, job_id: s.jobId, finding: "StuckHolder" }))
       }
-      yield* Metric.set(leakedGauge, report.leaked.length)
-      yield* Metric.set(stuckGauge, report.stuck.length)
+      yield* Metric.update(leakedGauge, report.leaked.length)
+      yield* Metric.update(stuckGauge, report.stuck.length)
       yield* Ref.set(last, Option.some(report))
       // the dashboard reads the latest findings from the store (a failed write fails the run; the report is kept)
       yield* store.recordSlotAudit(findingsOf(report))
       return report
-    }).pipe(Effect.mapError((cause) => new SlotAuditError({ cause })), Effect.withSpan("warp.slot_audit", { captureStackTrace: false }))
+    }).pipe(Effect.mapError((cause) => new SlotAuditError({ cause })), Effect.withSpan("warp.slot_audit", {}, { captureStackTrace: false }))
 
     const service: SlotAuditService = { lastReport: Ref.get(last), runOnce }
     return service
@@ -313,12 +313,12 @@ export const make = (options: Omit<SlotAuditOptions, "every">) =>
  * the schedule goes on).
  */
 export const layer = (options: SlotAuditOptions): Layer.Layer<SlotAudit, never, SqlClient.SqlClient | Registry | JobStore> =>
-  Layer.scoped(
+  Layer.effect(
     SlotAudit,
     Effect.gen(function* () {
       const service = yield* make(options)
       yield* service.runOnce.pipe(
-        Effect.catchAll((e) => Effect.logWarning("Slot audit run failed", e.cause)),
+        Effect.catch((e) => Effect.logWarning("Slot audit run failed", e.cause)),
         Effect.repeat(Schedule.spaced(options.every)),
         Effect.forkScoped
       )

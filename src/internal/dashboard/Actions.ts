@@ -18,7 +18,7 @@ import { type Frame, layout } from "./Pages.js"
 export const maxBulk = 100
 
 /** The actions, as form values. */
-export const Action = Schema.Literal("retry", "delete", "requeue")
+export const Action = Schema.Literals(["retry", "delete", "requeue"])
 
 /** Whether a form value names an action. */
 export const isAction = Schema.is(Action)

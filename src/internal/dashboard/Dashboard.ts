@@ -3,8 +3,8 @@
  * requeued-vs-succeeded counters, and — when the concurrency addon is registered — the admin
  * concurrency limits with inline edit, delete and create.
  *
- * It is an `HttpRouter` from @effect/platform: concatenate {@link router} into an existing Effect
- * HTTP app, or serve it on its own port with {@link layer}. Reads need a `JobStore`; the
+ * It is a set of `effect/http` `HttpRouter` routes: merge {@link router} into the layers of an existing
+ * Effect HTTP app, or serve it on its own port with {@link layer}. Reads need a `JobStore`; the
  * concurrency page looks the `ConcurrencyLimitManager` up per request (`Effect.serviceOption`) and
  * answers 404 without it.
  *
@@ -18,18 +18,20 @@
  *
  * @since 0.1.0
  */
-import * as HttpRouter from "@effect/platform/HttpRouter"
-import * as HttpServer from "@effect/platform/HttpServer"
-import type { ServeError } from "@effect/platform/HttpServerError"
-import * as HttpIncomingMessage from "@effect/platform/HttpIncomingMessage"
-import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
-import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
-import * as UrlParams from "@effect/platform/UrlParams"
+import * as ByteSize from "effect/ByteSize"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
-import * as Either from "effect/Either"
+import * as HttpIncomingMessage from "effect/http/HttpIncomingMessage"
+import * as HttpRouter from "effect/http/HttpRouter"
+import * as HttpServer from "effect/http/HttpServer"
+import type { ServeError } from "effect/http/HttpServerError"
+import * as HttpServerRequest from "effect/http/HttpServerRequest"
+import * as HttpServerResponse from "effect/http/HttpServerResponse"
+import * as UrlParams from "effect/http/UrlParams"
 import * as Layer from "effect/Layer"
+import * as NetAddress from "effect/net/NetAddress"
 import * as Option from "effect/Option"
+import * as Result from "effect/Result"
 import { createHash } from "node:crypto"
 import { createServer } from "node:http"
 import { ConcurrencyLimitManager, type ConcurrencyLimitManagerService } from "../concurrency/ConcurrencyLimitManager.js"
@@ -111,11 +113,17 @@ const seeOther = (location: string) => HttpServerResponse.redirect(location, { s
 const first = (params: UrlParams.UrlParams, name: string): string | undefined => Option.getOrUndefined(UrlParams.getFirst(params, name))
 
 /**
- * The dashboard's routes, at `options.prefix` (default "/warp"). Concatenate it into your app's
- * router (`HttpRouter.concat`); links are built from `prefix`, so pass the full public path rather
- * than mounting it under another path.
+ * The dashboard's routes, at `options.prefix` (default "/warp"), as a Layer that adds them to the
+ * app's `HttpRouter` (merge it into the layers given to `HttpRouter.serve`). Their handlers need a
+ * `JobStore` (a request-level requirement: `HttpRouter.serve` turns it into a requirement of the
+ * server layer). Links are built from `prefix`, so pass the full public path rather than adding the
+ * routes under another prefix.
  */
-export const router = (options: DashboardOptions = {}): HttpRouter.HttpRouter<never, JobStore> => {
+export const router = (options: DashboardOptions = {}): Layer.Layer<never, never, HttpRouter.HttpRouter | HttpRouter.Request<"Requires", JobStore>> =>
+  HttpRouter.addAll(routes(options))
+
+/** The dashboard's routes, at full paths under `options.prefix` (see {@link router}). */
+const routes = (options: DashboardOptions) => {
   const prefix = normalizePrefix(options.prefix ?? "/warp")
   const authorize = options.authorize ?? readOnly
   const pageSize = options.pageSize ?? 25
@@ -132,8 +140,8 @@ export const router = (options: DashboardOptions = {}): HttpRouter.HttpRouter<ne
   const guarded = <E extends { readonly _tag: string }, R>(
     handler: Effect.Effect<HttpServerResponse.HttpServerResponse, E, R>
   ): Effect.Effect<HttpServerResponse.HttpServerResponse, never, R> =>
-    Effect.catchAll(handler, (e) =>
-      Effect.zipRight(
+    Effect.catch(handler, (e) =>
+      Effect.andThen(
         Effect.logError("warp dashboard: request failed", e),
         Effect.map(frame, (f) => page(Pages.message(f, "Something went wrong", `The dashboard could not read its data (${e._tag}). Details are in the server log.`), 500))
       )
@@ -148,7 +156,7 @@ export const router = (options: DashboardOptions = {}): HttpRouter.HttpRouter<ne
   }
   const withNonceCookie = (response: HttpServerResponse.HttpServerResponse, n: { nonce: string; fresh: boolean }) =>
     n.fresh
-      ? HttpServerResponse.unsafeSetCookie(response, Csrf.cookieName, n.nonce, { httpOnly: true, sameSite: "strict", path: cookiePath })
+      ? HttpServerResponse.setCookieUnsafe(response, Csrf.cookieName, n.nonce, { httpOnly: true, sameSite: "strict", path: cookiePath })
       : response
 
   /** The flash message of this browser (signed for its nonce), and the response that clears it. */
@@ -158,13 +166,13 @@ export const router = (options: DashboardOptions = {}): HttpRouter.HttpRouter<ne
     const clear = (response: HttpServerResponse.HttpServerResponse) =>
       sealed === undefined
         ? response
-        : HttpServerResponse.unsafeSetCookie(response, Csrf.flashCookieName, "", { httpOnly: true, sameSite: "strict", path: cookiePath, maxAge: 0 })
+        : HttpServerResponse.setCookieUnsafe(response, Csrf.flashCookieName, "", { httpOnly: true, sameSite: "strict", path: cookiePath, maxAge: 0 })
     return { text: text !== undefined && text.length <= 2000 ? text : undefined, clear }
   }
 
   /** A 303 after a write, carrying a flash message signed for this browser's nonce. */
   const seeOtherWithFlash = (location: string, nonce: string, text: string) =>
-    HttpServerResponse.unsafeSetCookie(seeOther(location), Csrf.flashCookieName, csrf.seal(nonce, text), {
+    HttpServerResponse.setCookieUnsafe(seeOther(location), Csrf.flashCookieName, csrf.seal(nonce, text), {
       httpOnly: true,
       sameSite: "strict",
       path: cookiePath,
@@ -178,19 +186,19 @@ export const router = (options: DashboardOptions = {}): HttpRouter.HttpRouter<ne
 
   /**
    * Reads a POSTed form: size limit, CSRF token for this browser's cookie, then the app's
-   * `authorize` hook. Left: the refusal to answer (nothing is written).
+   * `authorize` hook. Failure: the refusal to answer (nothing is written).
    */
   const readForm = (f: Pages.Frame) =>
     Effect.gen(function* () {
       const request = yield* HttpServerRequest.HttpServerRequest
       if (Number(request.headers["content-length"] ?? 0) > maxFormBytes) {
-        return Either.left(page(Pages.message(f, "Form too large", "The form is larger than any valid input; nothing was changed."), 413))
+        return Result.fail(page(Pages.message(f, "Form too large", "The form is larger than any valid input; nothing was changed."), 413))
       }
-      const body = yield* request.urlParamsBody.pipe(HttpIncomingMessage.withMaxBodySize(Option.some(maxFormBytes)), Effect.either)
-      if (Either.isLeft(body)) return Either.left(badRequest(f, "The form could not be read."))
-      const form = body.right
+      const body = yield* request.urlParamsBody.pipe(Effect.provideService(HttpIncomingMessage.MaxBodySize, ByteSize.bytes(maxFormBytes)), Effect.result)
+      if (Result.isFailure(body)) return Result.fail(badRequest(f, "The form could not be read."))
+      const form = body.success
       if (!csrf.verify(request.cookies[Csrf.cookieName], first(form, Csrf.fieldName))) {
-        return Either.left(
+        return Result.fail(
           page(
             Pages.message(f, "Form expired", "The form has expired or did not come from this dashboard, so nothing was changed. Reload the page and try again."),
             403
@@ -198,9 +206,9 @@ export const router = (options: DashboardOptions = {}): HttpRouter.HttpRouter<ne
         )
       }
       if (!(yield* authorize(request))) {
-        return Either.left(page(Pages.message(f, "Writes are disabled", "This dashboard is read-only for this request; nothing was changed."), 403))
+        return Result.fail(page(Pages.message(f, "Writes are disabled", "This dashboard is read-only for this request; nothing was changed."), 403))
       }
-      return Either.right({ form, request, nonce: request.cookies[Csrf.cookieName]! })
+      return Result.succeed({ form, request, nonce: request.cookies[Csrf.cookieName]! })
     })
 
   const jobs = guarded(
@@ -209,7 +217,7 @@ export const router = (options: DashboardOptions = {}): HttpRouter.HttpRouter<ne
       const request = yield* HttpServerRequest.HttpServerRequest
       const params = yield* HttpServerRequest.ParsedSearchParams
       const filters = Filters.parse(params)
-      if (Either.isLeft(filters)) return badRequest(f, filters.left)
+      if (Result.isFailure(filters)) return badRequest(f, filters.failure)
       const rawPage = params.page
       if (rawPage !== undefined && (typeof rawPage !== "string" || !/^[1-9]\d{0,8}$/.test(rawPage))) {
         return badRequest(f, `The page must be a whole number from 1 (got "${String(rawPage).slice(0, 40)}").`)
@@ -217,7 +225,7 @@ export const router = (options: DashboardOptions = {}): HttpRouter.HttpRouter<ne
       const n = rawPage === undefined ? 1 : Number(rawPage)
       const store = yield* JobStore
       const [list, counts, writable] = yield* Effect.all([
-        store.list({ ...Filters.toStore(filters.right), limit: pageSize, offset: (n - 1) * pageSize }),
+        store.list({ ...Filters.toStore(filters.success), limit: pageSize, offset: (n - 1) * pageSize }),
         store.countByState,
         authorize(request)
       ])
@@ -225,7 +233,7 @@ export const router = (options: DashboardOptions = {}): HttpRouter.HttpRouter<ne
       return flash.clear(
         page(
           JobsPage.render(f, {
-            filters: filters.right,
+            filters: filters.success,
             page: n,
             pageSize,
             rows: list.rows,
@@ -250,10 +258,10 @@ export const router = (options: DashboardOptions = {}): HttpRouter.HttpRouter<ne
       const detail = yield* (yield* JobStore).get(id)
       if (Option.isNone(detail)) return yield* notFound(`No job with id "${id}".`)
       const meta = JobMetadata.decode(detail.value.job.metadata)
-      const key = meta._tag === "Right" ? meta.right.policies.concurrency?.value.key : undefined
+      const key = Result.isSuccess(meta) ? meta.success.policies.concurrency?.value.key : undefined
       const override =
         key !== undefined && Option.isSome(f.manager) ? Option.getOrUndefined(yield* f.manager.value.get(key)) : undefined
-      const group = meta._tag === "Right" ? meta.right.policies.concurrency?.value.total?.group : undefined
+      const group = Result.isSuccess(meta) ? meta.success.policies.concurrency?.value.total?.group : undefined
       const groupOverride =
         group !== undefined && Option.isSome(f.manager) ? Option.getOrUndefined(yield* f.manager.value.getGroupLimit(group)) : undefined
       const j = detail.value.job
@@ -308,8 +316,8 @@ export const router = (options: DashboardOptions = {}): HttpRouter.HttpRouter<ne
     Effect.gen(function* () {
       const f = yield* frame
       const read = yield* readForm(f)
-      if (Either.isLeft(read)) return read.left
-      const { form, nonce } = read.right
+      if (Result.isFailure(read)) return read.failure
+      const { form, nonce } = read.success
       const action = first(form, "action")
       if (action === "cancel") return yield* cancelPost(f, form, nonce)
       const id = first(form, "id")
@@ -354,11 +362,11 @@ export const router = (options: DashboardOptions = {}): HttpRouter.HttpRouter<ne
       const action = params.action
       if (!Actions.isAction(action)) return badRequest(f, "Unknown action.")
       const filters = Filters.parse(params)
-      if (Either.isLeft(filters)) return badRequest(f, filters.left)
-      const found = yield* (yield* JobStore).list({ ...bulkFilter(filters.right, action), limit: 0, offset: 0 })
+      if (Result.isFailure(filters)) return badRequest(f, filters.failure)
+      const found = yield* (yield* JobStore).list({ ...bulkFilter(filters.success, action), limit: 0, offset: 0 })
       const n = nonceOf(request)
       return withNonceCookie(
-        page(Actions.confirmPage(f, { action, filters: filters.right, eligible: found.total, token: csrf.token(n.nonce), fieldName: Csrf.fieldName })),
+        page(Actions.confirmPage(f, { action, filters: filters.success, eligible: found.total, token: csrf.token(n.nonce), fieldName: Csrf.fieldName })),
         n
       )
     })
@@ -369,8 +377,8 @@ export const router = (options: DashboardOptions = {}): HttpRouter.HttpRouter<ne
     Effect.gen(function* () {
       const f = yield* frame
       const read = yield* readForm(f)
-      if (Either.isLeft(read)) return read.left
-      const { form, nonce } = read.right
+      if (Result.isFailure(read)) return read.failure
+      const { form, nonce } = read.success
       const action = first(form, "action")
       if (!Actions.isAction(action)) return badRequest(f, "Unknown action: nothing was changed.")
       const fields: Record<string, string | ReadonlyArray<string>> = {}
@@ -379,16 +387,16 @@ export const router = (options: DashboardOptions = {}): HttpRouter.HttpRouter<ne
         if (values.length > 0) fields[name] = values.length === 1 ? values[0]! : values
       }
       const filters = Filters.parse(fields)
-      if (Either.isLeft(filters)) return badRequest(f, `${filters.left} Nothing was changed.`)
+      if (Result.isFailure(filters)) return badRequest(f, `${filters.failure} Nothing was changed.`)
       const store = yield* JobStore
-      const found = yield* store.list({ ...bulkFilter(filters.right, action), limit: Actions.maxBulk, offset: 0 })
+      const found = yield* store.list({ ...bulkFilter(filters.success, action), limit: Actions.maxBulk, offset: 0 })
       const result = yield* store.operate(
         action,
         found.rows.map((j) => j.id)
       )
       const rest = found.total - found.rows.length
       const text = `${Actions.summary(action, result.changed, result.skipped)}${rest > 0 ? ` ${rest} more match: repeat to continue (at most ${Actions.maxBulk} a time).` : ""}`
-      return seeOtherWithFlash(Filters.href(prefix, filters.right), nonce, text)
+      return seeOtherWithFlash(Filters.href(prefix, filters.success), nonce, text)
     })
   )
 
@@ -478,8 +486,8 @@ export const router = (options: DashboardOptions = {}): HttpRouter.HttpRouter<ne
       if (Option.isNone(f.manager)) return yield* notFound("The concurrency addon is not registered in this application.")
       const manager = f.manager.value
       const read = yield* readForm(f)
-      if (Either.isLeft(read)) return read.left
-      const { form, nonce, request } = read.right
+      if (Result.isFailure(read)) return read.failure
+      const { form, nonce, request } = read.success
       const back = `${prefix}/concurrency`
       const act = first(form, "action") ?? ""
       // "save" / "delete" act on a key's override, "save-group" / "delete-group" on a group's total cap
@@ -489,10 +497,10 @@ export const router = (options: DashboardOptions = {}): HttpRouter.HttpRouter<ne
         case "save":
         case "save-group": {
           const input = LimitForm.parse(name, first(form, "slots"), field)
-          if (Either.isLeft(input)) {
-            return yield* concurrencyView(f, manager, request, { errors: input.left, draft: { field, key: name ?? "", slots: first(form, "slots") ?? "" } }, 400)
+          if (Result.isFailure(input)) {
+            return yield* concurrencyView(f, manager, request, { errors: input.failure, draft: { field, key: name ?? "", slots: first(form, "slots") ?? "" } }, 400)
           }
-          const { key, slots } = input.right
+          const { key, slots } = input.success
           const written = yield* (field === "key" ? manager.addOrUpdateLimit(key, slots) : manager.addOrUpdateGroupLimit(key, slots)).pipe(
             Effect.catchTag("InvalidPolicy", (e) => Effect.succeed(e))
           )
@@ -510,9 +518,9 @@ export const router = (options: DashboardOptions = {}): HttpRouter.HttpRouter<ne
         case "delete":
         case "delete-group": {
           const key = LimitForm.parseKey(name, field)
-          if (Either.isLeft(key)) return yield* concurrencyView(f, manager, request, { errors: key.left }, 400)
-          const removed = yield* (field === "key" ? manager.removeLimit(key.right) : manager.removeGroupLimit(key.right))
-          const what = field === "key" ? `'${key.right}'` : `group '${key.right}'`
+          if (Result.isFailure(key)) return yield* concurrencyView(f, manager, request, { errors: key.failure }, 400)
+          const removed = yield* (field === "key" ? manager.removeLimit(key.success) : manager.removeGroupLimit(key.success))
+          const what = field === "key" ? `'${key.success}'` : `group '${key.success}'`
           return seeOtherWithFlash(
             back,
             nonce,
@@ -530,37 +538,38 @@ export const router = (options: DashboardOptions = {}): HttpRouter.HttpRouter<ne
   const at = (path: string) => `${prefix}${path}` as HttpRouter.PathInput
   const home = seeOther(`${prefix}/jobs`)
   // the router ignores a trailing slash: "/warp" also answers "/warp/"
-  return HttpRouter.empty.pipe(
-      HttpRouter.get(prefix === "" ? "/" : at(""), Effect.succeed(home)),
-      HttpRouter.get(at("/jobs"), jobs),
-      HttpRouter.get(at("/jobs/:id"), job),
-      HttpRouter.post(at("/actions"), actionPost),
-      HttpRouter.get(at("/bulk"), bulkConfirm),
-      HttpRouter.post(at("/bulk"), bulkPost),
-      HttpRouter.get(at("/assets/refresh.js"), refreshScript),
-      HttpRouter.get(at("/counters"), counters),
-      HttpRouter.get(at("/workers"), workers),
-      HttpRouter.get(at("/concurrency"), concurrency),
-      HttpRouter.get(at("/keys"), keys),
-      HttpRouter.post(at("/concurrency"), concurrencyPost)
-    )
+  return [
+    HttpRouter.route("GET", prefix === "" ? "/" : at(""), Effect.succeed(home)),
+    HttpRouter.route("GET", at("/jobs"), jobs),
+    HttpRouter.route("GET", at("/jobs/:id"), job),
+    HttpRouter.route("POST", at("/actions"), actionPost),
+    HttpRouter.route("GET", at("/bulk"), bulkConfirm),
+    HttpRouter.route("POST", at("/bulk"), bulkPost),
+    HttpRouter.route("GET", at("/assets/refresh.js"), refreshScript),
+    HttpRouter.route("GET", at("/counters"), counters),
+    HttpRouter.route("GET", at("/workers"), workers),
+    HttpRouter.route("GET", at("/concurrency"), concurrency),
+    HttpRouter.route("GET", at("/keys"), keys),
+    HttpRouter.route("POST", at("/concurrency"), concurrencyPost)
+  ] as const
 }
 
 /** A dashboard served by {@link layer}. */
-export class DashboardServer extends Context.Tag("warp/DashboardServer")<
+export class DashboardServer extends Context.Service<
   DashboardServer,
   {
     /** The dashboard's address, e.g. "http://127.0.0.1:8080/warp". */
     readonly url: string
   }
->() {}
+>()("warp/DashboardServer") {}
 
 /** The URL of the dashboard served by {@link layer}. */
-export const url: Effect.Effect<string, never, DashboardServer> = Effect.map(DashboardServer, (s) => s.url)
+export const url: Effect.Effect<string, never, DashboardServer> = DashboardServer.useSync((s) => s.url)
 
-const formatUrl = (address: HttpServer.Address, prefix: string): string => {
-  if (address._tag === "UnixAddress") return `unix:${address.path}${prefix}`
-  const host = address.hostname === "0.0.0.0" || address.hostname === "::" ? "localhost" : address.hostname
+const formatUrl = (address: NetAddress.SocketAddress, prefix: string): string => {
+  if (address._tag === "UnixPathAddress") return `unix:${address.path}${prefix}`
+  const ip = NetAddress.formatIp(address.address)
+  const host = ip === "0.0.0.0" || ip === "::" ? "localhost" : ip
   return `http://${host.includes(":") ? `[${host}]` : host}:${address.port}${prefix}`
 }
 
@@ -571,18 +580,20 @@ const formatUrl = (address: HttpServer.Address, prefix: string): string => {
  */
 export const layer = (options: ServeOptions = {}): Layer.Layer<DashboardServer, ServeError | MissingPeerDependency, JobStore> => {
   const prefix = normalizePrefix(options.prefix ?? "/warp")
-  const routes = router(options)
-  const app = Effect.catchTag(routes, "RouteNotFound", () =>
-    Effect.map(Effect.serviceOption(ConcurrencyLimitManager), (m) =>
-      page(Pages.message({ prefix, concurrency: Option.isSome(m) }, "Not found", "There is no page at this address."), 404)
-    )
+  const notFound = Effect.map(Effect.serviceOption(ConcurrencyLimitManager), (m) =>
+    page(Pages.message({ prefix, concurrency: Option.isSome(m) }, "Not found", "There is no page at this address."), 404)
   )
-  const served = HttpServer.serve(Effect.tapDefect(app, (cause) => Effect.logError("warp dashboard: request failed", cause)))
+  const served = Layer.unwrap(
+    Effect.map(HttpRouter.toHttpEffect(router(options)), (routed) => {
+      const app = Effect.catchReason(routed, "HttpServerError", "RouteNotFound", () => notFound)
+      return HttpServer.serve(Effect.tapDefect(app, (cause) => Effect.logError("warp dashboard: request failed", cause)))
+    })
+  )
   const address = Layer.effect(
     DashboardServer,
-    HttpServer.addressWith((a) => Effect.succeed({ url: formatUrl(a, prefix) }))
+    Effect.map(HttpServer.HttpServer, (server) => ({ url: formatUrl(server.address, prefix) }))
   )
-  const server = Layer.unwrapEffect(
+  const server = Layer.unwrap(
     Effect.map(
       importPeer("@effect/platform-node", "Dashboard.layer (warp-effect/dashboard)", () => import("@effect/platform-node/NodeHttpServer")),
       (NodeHttpServer) => NodeHttpServer.layer(createServer, { port: options.port ?? 0, host: options.host ?? "127.0.0.1" })

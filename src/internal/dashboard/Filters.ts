@@ -5,9 +5,11 @@
  *
  * @since 0.3.0
  */
-import * as Either from "effect/Either"
-import * as ParseResult from "effect/ParseResult"
+import * as Effect from "effect/Effect"
+import * as Result from "effect/Result"
 import * as Schema from "effect/Schema"
+import * as SchemaIssue from "effect/SchemaIssue"
+import * as SchemaTransformation from "effect/SchemaTransformation"
 import * as Describe from "../error/Describe.js"
 import { JobState } from "../job/JobState.js"
 import { MAX_KEY_LENGTH } from "../policy/PolicyValues.js"
@@ -28,9 +30,9 @@ export interface Filters {
 
 /** A text field: at most {@link MAX_FIELD_LENGTH} characters, storable (no NUL, no unpaired surrogate). */
 const Text = (label: string) =>
-  Schema.String.pipe(
-    Schema.filter((s) => s.length <= MAX_FIELD_LENGTH || `${label} must be at most ${MAX_FIELD_LENGTH} characters (got ${s.length})`),
-    Schema.filter((s) => {
+  Schema.String.check(
+    Schema.makeFilter((s: string) => s.length <= MAX_FIELD_LENGTH || `${label} must be at most ${MAX_FIELD_LENGTH} characters (got ${s.length})`),
+    Schema.makeFilter((s: string) => {
       const bad = Describe.unstorableText(s)
       return bad === undefined ? true : `${label} ${bad}`
     })
@@ -38,36 +40,46 @@ const Text = (label: string) =>
 
 /** A time: an ISO date ("2026-12-05"), or date and time ("2026-12-05T10:30", UTC unless it says otherwise). */
 const Time = (label: string) =>
-  Schema.transformOrFail(Schema.String, Schema.DateFromSelf, {
-    strict: true,
-    decode: (s, _, ast) => {
-      const ok = /^\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d{1,3})?)?(?:Z|[+-]\d{2}:\d{2})?)?$/.test(s)
-      const iso = s.replace(" ", "T")
-      const d = new Date(/(Z|[+-]\d{2}:\d{2})$/.test(iso) || !iso.includes("T") ? iso : `${iso}Z`)
-      // a day the month has (Date would roll 2026-02-30 over to March 2)
-      const [y, m, day] = s.slice(0, 10).split("-").map(Number) as [number, number, number]
-      const real = new Date(Date.UTC(y, m - 1, day)).getUTCDate() === day
-      return ok && real && !Number.isNaN(d.getTime())
-        ? ParseResult.succeed(d)
-        : ParseResult.fail(new ParseResult.Type(ast, s, `${label} must be a date like 2026-12-05 or 2026-12-05T10:30 (UTC), got "${s.slice(0, 40)}"`))
-    },
-    encode: (d) => ParseResult.succeed(d.toISOString())
-  })
+  Schema.String.pipe(
+    Schema.decodeTo(
+      Schema.Date,
+      SchemaTransformation.transformEffect({
+        decode: (s: string) => {
+          const ok = /^\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d{1,3})?)?(?:Z|[+-]\d{2}:\d{2})?)?$/.test(s)
+          const iso = s.replace(" ", "T")
+          const d = new Date(/(Z|[+-]\d{2}:\d{2})$/.test(iso) || !iso.includes("T") ? iso : `${iso}Z`)
+          // a day the month has (Date would roll 2026-02-30 over to March 2)
+          const [y, m, day] = s.slice(0, 10).split("-").map(Number) as [number, number, number]
+          const real = new Date(Date.UTC(y, m - 1, day)).getUTCDate() === day
+          return ok && real && !Number.isNaN(d.getTime())
+            ? Effect.succeed(d)
+            : Effect.fail(
+                new SchemaIssue.InvalidValue({ message: `${label} must be a date like 2026-12-05 or 2026-12-05T10:30 (UTC), got "${s.slice(0, 40)}"` }, s)
+              )
+        },
+        encode: (d: Date) => Effect.succeed(d.toISOString())
+      })
+    )
+  )
 
 const Query = Schema.Struct({
   id: Schema.optional(Text("Id")),
   key: Schema.optional(Text("Key")),
   type: Schema.optional(Text("Type")),
   state: Schema.optional(
-    Schema.String.pipe(
-      Schema.filter((s) => (JobState.literals as ReadonlyArray<string>).includes(s) || `There is no job state called "${s.slice(0, 40)}". States: ${JobState.literals.join(", ")}`)
+    Schema.String.check(
+      Schema.makeFilter(
+        (s: string) => (JobState.literals as ReadonlyArray<string>).includes(s) || `There is no job state called "${s.slice(0, 40)}". States: ${JobState.literals.join(", ")}`
+      )
     )
   ),
   after: Schema.optional(Time("Created after")),
   before: Schema.optional(Time("Created before"))
 })
 
-const decode = Schema.decodeUnknownEither(Query)
+const decode = Schema.decodeUnknownResult(Query)
+
+const formatIssue = SchemaIssue.makeFormatterStandardSchemaV1()
 
 /** The filter fields' names, in link order. */
 export const names = ["id", "key", "type", "state", "after", "before"] as const
@@ -76,19 +88,19 @@ export const names = ["id", "key", "type", "state", "after", "before"] as const
  * Reads the filters from query parameters (an empty field means "not filtered"). Left: what is
  * wrong, for a 400 page.
  */
-export const parse = (params: Readonly<Record<string, string | ReadonlyArray<string> | undefined>>): Either.Either<Filters, string> => {
+export const parse = (params: Readonly<Record<string, string | ReadonlyArray<string> | undefined>>): Result.Result<Filters, string> => {
   const input: Record<string, string> = {}
   for (const name of names) {
     const v = params[name]
     if (v === undefined) continue
-    if (typeof v !== "string") return Either.left(`The filter "${name}" is given more than once.`)
+    if (typeof v !== "string") return Result.fail(`The filter "${name}" is given more than once.`)
     // an empty field is "not filtered"; text is matched as typed, a state or time trimmed
     if (v.trim() === "") continue
     input[name] = name === "id" || name === "key" || name === "type" ? v : v.trim()
   }
-  return Either.mapBoth(decode(input, { errors: "first" }), {
-    onLeft: (e) => `${ParseResult.ArrayFormatter.formatErrorSync(e)[0]?.message ?? "A filter is not valid"}.`,
-    onRight: (q) => ({
+  return Result.mapBoth(decode(input, { errors: "first" }), {
+    onFailure: (e) => `${formatIssue(e.issue).issues[0]?.message ?? "A filter is not valid"}.`,
+    onSuccess: (q) => ({
       id: q.id,
       key: q.key,
       type: q.type,

@@ -4,6 +4,7 @@
  *
  * @since 0.1.0
  */
+import * as Result from "effect/Result"
 import type { ConcurrencyGroupLimit, ConcurrencyLimit } from "../concurrency/ConcurrencyLimitManager.js"
 import type { JobDetail } from "../job/Job.js"
 import * as JobMetadata from "../policy/JobMetadata.js"
@@ -200,7 +201,7 @@ export interface JobView {
 export const jobPage = (frame: Frame, v: JobView): Html => {
   const j = v.detail.job
   const decoded = JobMetadata.decode(j.metadata)
-  const meta = decoded._tag === "Right" ? decoded.right : undefined
+  const meta = Result.isSuccess(decoded) ? decoded.success : undefined
   const encoded = meta === undefined ? undefined : (JobMetadata.encode(meta) as { policies: Record<string, { source: string; value: unknown }> })
   const conc = meta?.policies.concurrency
   const concurrencyCard =
@@ -224,7 +225,7 @@ ${conc.value.weight === undefined ? "" : html`<div data-testid="weight">Fair sha
   const families = encoded === undefined ? [] : familyNames.filter((f) => encoded.policies[f] !== undefined)
   const policyTable =
     meta === undefined
-      ? html`<div class="error">The metadata does not decode: ${decoded._tag === "Left" ? decoded.left : ""}</div><pre>${JSON.stringify(j.metadata, null, 2)}</pre>`
+      ? html`<div class="error">The metadata does not decode: ${Result.isFailure(decoded) ? decoded.failure : ""}</div><pre>${JSON.stringify(j.metadata, null, 2)}</pre>`
       : html`<p class="muted">${meta.stampedAt === undefined
           ? "Not stamped yet: a job shows its policy once its first attempt finishes. Entries below were passed at enqueue."
           : `Stamped ${time(new Date(meta.stampedAt))}: later attempts follow these values and never re-resolve. Global defaults are never stamped.`}</p>

@@ -1,11 +1,12 @@
 /**
  * The shared vocabulary of the public errors: how a value, a path and a rule are written in a
  * message a person reads. Schema's own tree stays on the error (`issue`) for tools; these helpers
- * derive the one-line text from it with `ParseResult.ArrayFormatter`.
+ * derive the one-line text from it with `SchemaIssue.makeFormatterStandardSchemaV1`.
  *
  * @since 0.1.0
  */
-import * as ParseResult from "effect/ParseResult"
+import * as Schema from "effect/Schema"
+import * as SchemaIssue from "effect/SchemaIssue"
 
 /** The longest rendering of an offending value in a message, in characters. */
 export const MAX_SHOWN = 60
@@ -97,31 +98,40 @@ export interface Violation {
   readonly rule: string
 }
 
+/** Messages the formatter gives the leaves that carry no message of their own: a missing key, a key not allowed. */
+const MISSING = "\u0000missing"
+const UNEXPECTED = "\u0000unexpected"
+
+/** Schema's own flattening of an issue (one entry per leaf, with its path), with the missing and unexpected keys marked. */
+const formatter = SchemaIssue.makeFormatterStandardSchemaV1({
+  leafHook: (issue) => (issue._tag === "MissingKey" ? MISSING : issue._tag === "UnexpectedKey" ? UNEXPECTED : SchemaIssue.defaultLeafHook(issue))
+})
+
 /**
- * Turns Schema's message for one issue into a rule: `Expected number, actual "x"` becomes
+ * Turns Schema's message for one issue into a rule: `Expected number, got "x"` becomes
  * `expected number` (the actual value is shown apart, from the input), a filter's own message is
  * kept, and a missing key reads `is missing`.
  */
-const ruleOf = (issue: ParseResult.ArrayFormatterIssue): string => {
-  if (issue._tag === "Missing") return "is missing"
-  if (issue._tag === "Unexpected") return "is not allowed here"
-  const m = issue.message
-  const expected = /^Expected ([\s\S]*?), actual [\s\S]*$/.exec(m)
+const ruleOf = (m: string): string => {
+  if (m === MISSING) return "is missing"
+  if (m === UNEXPECTED) return "is not allowed here"
+  const expected = /^Expected ([\s\S]*?), got [\s\S]*$/.exec(m)
   if (expected !== null) return `expected ${expected[1]}`
   return m.charAt(0).toLowerCase() + m.slice(1)
 }
 
 /**
- * The violations a parse error reports, read against the `input` it was given (so each carries the
+ * The violations a schema error reports, read against the `input` it was given (so each carries the
  * offending value).
  *
  * @since 0.1.0
  * @category formatting
  */
-export const violations = (error: ParseResult.ParseError, input: unknown): ReadonlyArray<Violation> =>
-  ParseResult.ArrayFormatter.formatErrorSync(error).map((issue) => {
-    const found = issue._tag === "Missing" ? { found: false, value: undefined } : at(input, issue.path)
-    return { path: issue.path, found: found.found, value: found.value, rule: ruleOf(issue) }
+export const violations = (error: Schema.SchemaError | SchemaIssue.Issue, input: unknown): ReadonlyArray<Violation> =>
+  formatter(Schema.isSchemaError(error) ? error.issue : error).issues.map((issue) => {
+    const path = (issue.path ?? []).map((k) => (typeof k === "object" && k !== null ? k.key : k))
+    const found = issue.message === MISSING ? { found: false, value: undefined } : at(input, path)
+    return { path, found: found.found, value: found.value, rule: ruleOf(issue.message) }
   })
 
 /**
@@ -168,6 +178,6 @@ export interface Details {
   readonly value?: unknown
   /** The rule it broke: `must be an integer >= 1`. */
   readonly rule?: string | undefined
-  /** Schema's parse error, for tools. */
-  readonly issue?: ParseResult.ParseError | undefined
+  /** Schema's error, for tools. */
+  readonly issue?: Schema.SchemaError | undefined
 }

@@ -3,7 +3,7 @@
  *
  * @since 0.1.0
  */
-import * as Either from "effect/Either"
+import * as Result from "effect/Result"
 import type * as Schema from "effect/Schema"
 import * as Describe from "../error/Describe.js"
 import * as InvalidArgument from "../error/InvalidArgument.js"
@@ -18,7 +18,7 @@ export interface ContractOptions {
 interface ContractBase<Tag extends string, Name extends string, A, I> {
   readonly _tag: Tag
   readonly name: Name
-  readonly schema: Schema.Schema<A, I>
+  readonly schema: Schema.Codec<A, I>
   /** The declared policy, one value per family (validated at construction). */
   readonly policies: Policies
 }
@@ -33,14 +33,14 @@ export interface MessageContract<Name extends string = string, A = any, I = any>
 export interface RequestContract<Name extends string = string, A = any, I = any> {
   readonly _tag: "RequestContract"
   readonly name: Name
-  readonly schema: Schema.Schema<A, I>
+  readonly schema: Schema.Codec<A, I>
 }
 
 /** Any persisted contract. */
 export type AnyContract = JobContract | MessageContract
 
 const policiesOf = (site: string, options?: ContractOptions): Policies =>
-  Either.getOrThrowWith(Declaration.collect(site, options?.policy ?? []), (e) => e)
+  Result.getOrThrowWith(Declaration.collect(site, options?.policy ?? []), (e) => e)
 
 /** A contract's name is the job type stored on every row: it must be storable and found again. */
 const checkName = (entry: string, name: string): void => {
@@ -57,7 +57,7 @@ const checkName = (entry: string, name: string): void => {
  */
 export const job = <const Name extends string, A, I>(
   name: Name,
-  schema: Schema.Schema<A, I>,
+  schema: Schema.Codec<A, I>,
   options?: ContractOptions
 ): JobContract<Name, A, I> => {
   checkName("Contract.job", name)
@@ -67,7 +67,7 @@ export const job = <const Name extends string, A, I>(
 /** Declares a message contract. Throws `InvalidPolicy` when its policy list is invalid. */
 export const message = <const Name extends string, A, I>(
   name: Name,
-  schema: Schema.Schema<A, I>,
+  schema: Schema.Codec<A, I>,
   options?: ContractOptions
 ): MessageContract<Name, A, I> => {
   checkName("Contract.message", name)
@@ -75,7 +75,7 @@ export const message = <const Name extends string, A, I>(
 }
 
 /** Declares an in-memory request contract (no options: a request has no policy). */
-export const request = <const Name extends string, A, I>(name: Name, schema: Schema.Schema<A, I>): RequestContract<Name, A, I> => ({
+export const request = <const Name extends string, A, I>(name: Name, schema: Schema.Codec<A, I>): RequestContract<Name, A, I> => ({
   _tag: "RequestContract",
   name,
   schema

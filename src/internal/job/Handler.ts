@@ -8,7 +8,7 @@
  * @since 0.1.0
  */
 import type * as Effect from "effect/Effect"
-import * as Either from "effect/Either"
+import * as Result from "effect/Result"
 import type * as Stream from "effect/Stream"
 import * as Describe from "../error/Describe.js"
 import * as InvalidArgument from "../error/InvalidArgument.js"
@@ -86,7 +86,7 @@ export type Requirements<H> = H extends { readonly run: (...args: any) => Effect
     : never
 
 const policiesOf = (site: string, options?: HandlerOptions): Policies =>
-  Either.getOrThrowWith(Declaration.collect(site, options?.policy ?? []), (e) => e)
+  Result.getOrThrowWith(Declaration.collect(site, options?.policy ?? []), (e) => e)
 
 /**
  * A job handler. Its declared policy wins over the contract's, family by family.

@@ -15,16 +15,16 @@ export class Job extends Schema.Class<Job>("Job")({
   handler: Schema.NullOr(Schema.String),
   payload: Schema.Unknown,
   state: JobState,
-  scheduleTime: Schema.DateFromSelf,
+  scheduleTime: Schema.Date,
   metadata: Schema.Unknown,
   /** Number of attempts started so far (the current one included once Processing). */
   attempt: Schema.Number,
-  createdAt: Schema.DateFromSelf,
-  updatedAt: Schema.DateFromSelf,
+  createdAt: Schema.Date,
+  updatedAt: Schema.Date,
   /** The worker holding the current attempt, while Processing. */
   lockedBy: Schema.NullOr(Schema.String),
   /** Until when that worker's claim is valid; an expired claim is recovered by the next fetch. */
-  leaseUntil: Schema.NullOr(Schema.DateFromSelf),
+  leaseUntil: Schema.NullOr(Schema.Date),
   /**
    * Set on a claimed row by a store that reads the admin override of the row's concurrency key in the
    * claiming statement (the built-in PostgreSQL store, for a key the row carries): the key, and the

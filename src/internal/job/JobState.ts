@@ -6,7 +6,7 @@
 import * as Schema from "effect/Schema"
 
 /** Every state a job row can be in. */
-export const JobState = Schema.Literal("Scheduled", "Enqueued", "Processing", "Succeeded", "Failed", "Deleted")
+export const JobState = Schema.Literals(["Scheduled", "Enqueued", "Processing", "Succeeded", "Failed", "Deleted"])
 
 /** A job row's state. */
 export type JobState = typeof JobState.Type

@@ -3,14 +3,14 @@
  * JSON column unchanged, and decoded back — before anything is written. A payload that would come
  * back different (or not at all) is an {@link InvalidPayload} naming the path.
  *
- * Equality is the schema's own `Schema.equivalence`: a `-0` (which JSON writes as `0`) is accepted,
+ * Equality is the schema's own `Schema.toEquivalence`: a `-0` (which JSON writes as `0`) is accepted,
  * because the schema's equivalence holds `-0` and `0` equal; the handler receives `0`.
  *
  * @since 0.1.0
  */
-import * as Either from "effect/Either"
 import * as Equal from "effect/Equal"
 import type * as Equivalence from "effect/Equivalence"
+import * as Result from "effect/Result"
 import * as Schema from "effect/Schema"
 import * as Describe from "../error/Describe.js"
 import * as InvalidArgument from "../error/InvalidArgument.js"
@@ -24,7 +24,7 @@ import { InvalidPayload } from "./errors.js"
  */
 export interface Codec<A, I> {
   readonly name: string
-  readonly schema: Schema.Schema<A, I>
+  readonly schema: Schema.Codec<A, I>
 }
 
 /**
@@ -60,7 +60,7 @@ export const firstUnstorable = (value: unknown): Problem | undefined => {
       case "boolean":
         return undefined
       case "bigint":
-        return { path, value: v, rule: "expected a JSON value (JSON has no bigint; encode it as a string, e.g. Schema.BigInt)" }
+        return { path, value: v, rule: "expected a JSON value (JSON has no bigint; encode it as a string, e.g. Schema.BigIntFromString)" }
       case "undefined":
         return inArray ? { path, value: v, rule: "expected a JSON value (JSON turns undefined in an array into null)" } : undefined
       case "function":
@@ -86,7 +86,7 @@ export const firstUnstorable = (value: unknown): Problem | undefined => {
         value: v,
         rule:
           o instanceof Date
-            ? "expected a JSON value: a Date is stored as a string (use Schema.Date, which encodes to an ISO string, rather than Schema.DateFromSelf)"
+            ? "expected a JSON value: a Date is stored as a string (use Schema.DateFromString, which encodes to an ISO string, rather than Schema.Date)"
             : "expected a JSON value (plain object, array, string, finite number, boolean or null), not a class instance"
       }
     }
@@ -136,11 +136,11 @@ const firstDifference = (sent: unknown, back: unknown): Problem =>
   differenceAt(sent, back, []) ?? { path: [], value: sent, rule: `does not come back from JSON unchanged (a worker would receive ${Describe.show(back)})` }
 
 const equivalences = new WeakMap<object, Equivalence.Equivalence<any>>()
-const equivalenceOf = (schema: Schema.Schema<any, any>): Equivalence.Equivalence<any> => {
+const equivalenceOf = (schema: Schema.Schema<any>): Equivalence.Equivalence<any> => {
   let eq = equivalences.get(schema)
   if (eq === undefined) {
     try {
-      eq = Schema.equivalence(schema)
+      eq = Schema.toEquivalence(schema)
     } catch {
       eq = Equal.equals
     }
@@ -173,43 +173,43 @@ export const encode = <A, I>(
   entry: string,
   contract: Codec<A, I>,
   payload: A
-): Either.Either<unknown, InvalidPayload | InvalidArgument.InvalidArgument> => {
+): Result.Result<unknown, InvalidPayload | InvalidArgument.InvalidArgument> => {
   const type = contract.name
   const nameRule = InvalidArgument.nameRule(type)
-  if (nameRule !== undefined) return Either.left(InvalidArgument.make(entry, "the contract's name", type, nameRule))
-  const encoded = Schema.encodeEither(contract.schema)(payload)
-  if (Either.isLeft(encoded)) {
-    const vs = Describe.violations(encoded.left, payload)
+  if (nameRule !== undefined) return Result.fail(InvalidArgument.make(entry, "the contract's name", type, nameRule))
+  const encoded = Schema.encodeResult(contract.schema)(payload)
+  if (Result.isFailure(encoded)) {
+    const vs = Describe.violations(encoded.failure, payload)
     const v = vs[0] ?? { path: [], found: true, value: payload, rule: "does not match the schema" }
     const more = vs.length > 1 ? ` (and ${vs.length - 1} more)` : ""
-    return Either.left(
-      new InvalidPayload({ type, entry, path: v.path, value: v.value, rule: v.rule, issue: encoded.left, message: `${entry}: ${Describe.clause(type, v)}${more}` })
+    return Result.fail(
+      new InvalidPayload({ type, entry, path: v.path, value: v.value, rule: v.rule, issue: encoded.failure, message: `${entry}: ${Describe.clause(type, v)}${more}` })
     )
   }
-  const unstorable = firstUnstorable(encoded.right)
-  if (unstorable !== undefined) return Either.left(fail(entry, type, unstorable))
-  const json: unknown = JSON.parse(JSON.stringify(encoded.right) ?? "null")
-  const decoded = Schema.decodeUnknownEither(contract.schema)(json)
-  if (Either.isLeft(decoded)) {
-    const v = Describe.violations(decoded.left, json)[0]
+  const unstorable = firstUnstorable(encoded.success)
+  if (unstorable !== undefined) return Result.fail(fail(entry, type, unstorable))
+  const json: unknown = JSON.parse(JSON.stringify(encoded.success) ?? "null")
+  const decoded = Schema.decodeUnknownResult(contract.schema)(json)
+  if (Result.isFailure(decoded)) {
+    const v = Describe.violations(decoded.failure, json)[0]
     const path = v?.path ?? []
-    return Either.left(
-      fail(entry, type, { path, value: Describe.at(encoded.right, path).value, rule: `does not come back from JSON (${v?.rule ?? "it no longer matches the schema"})` }, decoded.left)
+    return Result.fail(
+      fail(entry, type, { path, value: Describe.at(encoded.success, path).value, rule: `does not come back from JSON (${v?.rule ?? "it no longer matches the schema"})` }, decoded.failure)
     )
   }
   let same: boolean
   try {
-    same = equivalenceOf(contract.schema)(decoded.right, payload)
+    same = equivalenceOf(contract.schema)(decoded.success, payload)
   } catch {
     same = false
   }
   if (!same) {
     // an equivalence that falls back to reference equality (an empty struct) is not the last word:
     // plain data equal member by member (leaves by Equal.equals) arrives as it was sent
-    const difference = differenceAt(payload, decoded.right, [])
+    const difference = differenceAt(payload, decoded.success, [])
     if (difference !== undefined || (!isPlain(payload) && !Array.isArray(payload))) {
-      return Either.left(fail(entry, type, difference ?? firstDifference(payload, decoded.right)))
+      return Result.fail(fail(entry, type, difference ?? firstDifference(payload, decoded.success)))
     }
   }
-  return Either.right(json)
+  return Result.succeed(json)
 }

@@ -7,7 +7,7 @@
  */
 import * as Cron from "effect/Cron"
 import * as Data from "effect/Data"
-import * as Either from "effect/Either"
+import * as Result from "effect/Result"
 import * as Describe from "../error/Describe.js"
 import * as PayloadCodec from "./PayloadCodec.js"
 import { createHash } from "node:crypto"
@@ -39,16 +39,16 @@ export const make = <A>(id: string, contract: JobContract<string, A>, cron: stri
   const entry = `Recurring.make(${Describe.show(id, 24)})`
   if (typeof id !== "string" || id.trim().length === 0) throw new InvalidRecurring({ id, message: `${entry}: recurring id must not be empty` })
   const parsed = Cron.parse(cron, "UTC")
-  if (Either.isLeft(parsed)) {
-    throw new InvalidRecurring({ id, message: `${entry}: invalid cron expression '${cron}': ${parsed.left.message}` })
+  if (Result.isFailure(parsed)) {
+    throw new InvalidRecurring({ id, message: `${entry}: invalid cron expression '${cron}': ${parsed.failure.message}` })
   }
   // the payload is stored at every firing: it must come back unchanged (throws InvalidPayload)
-  Either.getOrThrowWith(PayloadCodec.encode(entry, contract, payload), (e) => e)
+  Result.getOrThrowWith(PayloadCodec.encode(entry, contract, payload), (e) => e)
   return { id, contract, cron, payload }
 }
 
 /** The first tick of `recurring` strictly after `afterMs` (epoch milliseconds, UTC). */
-export const nextTick = (recurring: Recurring, afterMs: number): Date => Cron.next(Cron.unsafeParse(recurring.cron, "UTC"), afterMs)
+export const nextTick = (recurring: Recurring, afterMs: number): Date => Cron.next(Cron.parseUnsafe(recurring.cron, "UTC"), afterMs)
 
 /**
  * The job id of one firing: a UUIDv7 whose time is the tick and whose other bits hash

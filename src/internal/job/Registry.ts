@@ -33,7 +33,7 @@ export interface RegistryService {
 }
 
 /** The registry tag. */
-export class Registry extends Context.Tag("warp/Registry")<Registry, RegistryService>() {}
+export class Registry extends Context.Service<Registry, RegistryService>()("warp/Registry") {}
 
 /** Registration input: handlers and (optionally) recurring jobs. */
 export interface RegistryInput<H extends ReadonlyArray<AnyHandler>> {
@@ -69,14 +69,14 @@ export const make = <H extends ReadonlyArray<AnyHandler>>(input: RegistryInput<H
     }
     for (const r of input.recurring ?? []) contracts.set(r.contract.name, r.contract)
     return {
-      lookup: (type, handler) => Option.fromNullable(byKey.get(keyOf(type, handler))),
+      lookup: (type, handler) => Option.fromNullishOr(byKey.get(keyOf(type, handler))),
       messageHandlers: (type) => byMessage.get(type) ?? [],
-      contract: (type) => Option.fromNullable(contracts.get(type)),
+      contract: (type) => Option.fromNullishOr(contracts.get(type)),
       recurring: input.recurring ?? [],
       send: <A, B>(contract: RequestContract<string, A>, request: A) => {
         const reg = requests.get(contract.name)
         if (reg === undefined || reg.handler._tag !== "RequestHandler") {
-          return Effect.dieMessage(`No request handler registered for '${contract.name}'`)
+          return Effect.die(new Error(`No request handler registered for '${contract.name}'`))
         }
         return Effect.provide(reg.handler.run(request) as Effect.Effect<B, unknown, never>, reg.context)
       }

@@ -13,7 +13,7 @@ import type { AttemptInfo } from "./Handler.js"
 /** What a saga step asks for next. */
 export type SagaStep = Data.TaggedEnum<{
   Complete: {}
-  Reschedule: { readonly after: Duration.DurationInput; readonly reason: string }
+  Reschedule: { readonly after: Duration.Input; readonly reason: string }
 }>
 
 /** Constructors of {@link SagaStep}. */

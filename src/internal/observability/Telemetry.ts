@@ -12,10 +12,6 @@
  * @since 0.2.0
  */
 import * as Metric from "effect/Metric"
-import * as MetricBoundaries from "effect/MetricBoundaries"
-import * as MetricKey from "effect/MetricKey"
-import type * as MetricKeyType from "effect/MetricKeyType"
-import * as MetricLabel from "effect/MetricLabel"
 
 /** Span names. */
 export const spans = {
@@ -47,50 +43,62 @@ export const attributes = {
 /** The metric family of a key: its text up to the first ':' (bounded cardinality). */
 export const keyFamily = (key: string): string => key.split(":")[0]!
 
-const seconds = MetricBoundaries.exponential({ start: 0.001, factor: 2, count: 16 })
+const seconds = Metric.exponentialBoundaries({ start: 0.001, factor: 2, count: 16 })
 
 /**
- * A metric's series by tag values, each series resolved once and kept (up to 4,096 per metric, then
- * resolved afresh). The same series as `Metric.tagged(…)` in that order, whose update resolves the
- * series again each time (a new `MetricKey`, hashed with its labels and boundaries, then looked up in
- * the registry): with the two attempt metrics resolved once, the attempt's own CPU in
- * `bench/profile-keyless.ts PROFILE_STORE=stub` fell from ~0.47 to ~0.32 ms a job.
+ * A metric's series by attribute values, each series built once and kept (up to 4,096 per metric, then
+ * built afresh). The same series as `Metric.withAttributes(…)` over the base metric, whose update merges
+ * the attributes into the context and computes the series key again each time: a series built with its
+ * attributes computes its key once (with the two attempt metrics resolved once, the attempt's own CPU in
+ * `bench/profile-keyless.ts PROFILE_STORE=stub` fell from ~0.47 to ~0.32 ms a job).
  */
-export const series = <Type extends MetricKeyType.MetricKeyType<any, any>>(key: MetricKey.MetricKey<Type>, names: ReadonlyArray<string>) => {
-  const cache = new Map<string, Metric.Metric<Type, MetricKeyType.MetricKeyType.InType<Type>, MetricKeyType.MetricKeyType.OutType<Type>>>()
-  return (...values: ReadonlyArray<string>) => {
+export const series = <M>(make: (attributes: Readonly<Record<string, string>>) => M, names: ReadonlyArray<string>) => {
+  const cache = new Map<string, M>()
+  return (...values: ReadonlyArray<string>): M => {
     const id = values.join("\u0000")
     let metric = cache.get(id)
     if (metric === undefined) {
       if (cache.size >= 4096) cache.clear()
-      metric = Metric.fromMetricKey(MetricKey.taggedWithLabels(key, names.map((name, i) => MetricLabel.make(name, values[i]!))))
+      const attributes: Record<string, string> = {}
+      names.forEach((name, i) => {
+        attributes[name] = values[i]!
+      })
+      metric = make(attributes)
       cache.set(id, metric)
     }
     return metric
   }
 }
 
-const attemptsKey = MetricKey.counter("warp_attempts_total", { description: "Finished attempts by outcome, job type and key family" })
+const attemptsOptions = { description: "Finished attempts by outcome, job type and key family" }
 
 /** Finished attempts, tagged `outcome`, `type` and `key_family` (`none` without a key). */
-export const attempts = Metric.fromMetricKey(attemptsKey)
+export const attempts: Metric.Counter<number> = Metric.counter("warp_attempts_total", attemptsOptions)
 
 /** {@link attempts}' series of one job type, key (its family) and outcome. */
-export const attemptsOf: (type: string, key: string | undefined, outcome: string) => Metric.Metric.Counter<number> = ((of) => (type, key, outcome) =>
-  of(type, key === undefined ? "none" : keyFamily(key), outcome))(series(attemptsKey, ["type", "key_family", "outcome"]))
+export const attemptsOf: (type: string, key: string | undefined, outcome: string) => Metric.Counter<number> = ((of) => (type, key, outcome) =>
+  of(type, key === undefined ? "none" : keyFamily(key), outcome))(
+  series((attributes) => Metric.counter("warp_attempts_total", { ...attemptsOptions, attributes }), ["type", "key_family", "outcome"])
+)
 
-const attemptDurationKey = MetricKey.histogram("warp_attempt_duration_seconds", seconds, "Attempt duration, claim to outcome")
+const attemptDurationOptions = { boundaries: seconds, description: "Attempt duration, claim to outcome" }
 
 /** Attempt duration in seconds (claim to outcome), tagged `type` and `outcome`. */
-export const attemptDuration = Metric.fromMetricKey(attemptDurationKey)
+export const attemptDuration: Metric.Histogram<number> = Metric.histogram("warp_attempt_duration_seconds", attemptDurationOptions)
 
 /** {@link attemptDuration}'s series of one job type and outcome. */
-export const attemptDurationOf: (type: string, outcome: string) => Metric.Metric.Histogram<number> = series(attemptDurationKey, ["type", "outcome"])
+export const attemptDurationOf: (type: string, outcome: string) => Metric.Histogram<number> = series(
+  (attributes) => Metric.histogram("warp_attempt_duration_seconds", { ...attemptDurationOptions, attributes }),
+  ["type", "outcome"]
+)
 
-const slotWaitKey = MetricKey.histogram("warp_slot_wait_seconds", seconds, "Time from a keyed job's due time to the admission of its slot")
+const slotWaitOptions = { boundaries: seconds, description: "Time from a keyed job's due time to the admission of its slot" }
 
 /** Seconds from a keyed job's due time to its admission (its wait for a slot included), tagged `key_family`. */
-export const slotWait = Metric.fromMetricKey(slotWaitKey)
+export const slotWait: Metric.Histogram<number> = Metric.histogram("warp_slot_wait_seconds", slotWaitOptions)
 
 /** {@link slotWait}'s series of one key family. */
-export const slotWaitOf: (family: string) => Metric.Metric.Histogram<number> = series(slotWaitKey, ["key_family"])
+export const slotWaitOf: (family: string) => Metric.Histogram<number> = series(
+  (attributes) => Metric.histogram("warp_slot_wait_seconds", { ...slotWaitOptions, attributes }),
+  ["key_family"]
+)

@@ -1,14 +1,17 @@
 /**
  * Named prepared statements on one `pg` client: each connection parses and plans such a statement once
- * and then only binds and runs it. @effect/sql-pg sends every statement unnamed (parsed and planned
- * again at each run), so the worker's hot statements — the store's claim and finalizing writes, the
- * semaphore provider's slot scan and release — go through the driver's own `query({ name, text, values })`
- * (see `Driver.ts`). The name is a digest of the text, so a statement whose text differs is another
- * statement. A prepared statement the server no longer accepts ("cached plan must not change result
- * type", after a migration changed a table under a running worker) is deallocated and prepared again, once.
+ * and then only binds and runs it. The statements this library runs on a `pg` client of its own — the
+ * semaphore provider's slot scan and release, the pings, and a store's finalizing statement fused with
+ * a slot's release — go through the driver's own `query({ name, text, values })` (see `Driver.ts`).
+ * (@effect/sql-pg 0.53 sent every statement unnamed; @effect/sql-pg 4 prepares and caches statements
+ * by itself, so a statement run through the `SqlClient` needs none of this.) The name is a digest of
+ * the text, so a statement whose text differs is another statement. A prepared statement the server no
+ * longer accepts ("cached plan must not change result type", after a migration changed a table under a
+ * running worker) is deallocated and prepared again, once.
  *
  * @since 0.3.0
  */
+import * as PgTypes from "@effect/sql-pg/PgTypes"
 import * as Effect from "effect/Effect"
 import { createHash } from "node:crypto"
 import type { DriverClient } from "./Driver.js"
@@ -31,6 +34,20 @@ const staleType = (e: unknown): boolean =>
   (e as { code?: unknown }).code === "0A000" && /cached plan must not change result type/.test(String((e as { message?: unknown }).message))
 
 /**
+ * A value compiled by an @effect/sql-pg 4 client, as `pg` sends it: its `PgTypes` parameters (`sql.json`
+ * makes a `jsonb` one) by their value (JSON as its text); any other value as it is.
+ */
+const driverValue = (value: unknown): unknown => {
+  if (!PgTypes.isParameter(value)) return value
+  if (value.value === null || value.value === undefined) return null
+  return value.oid === PgTypes.OID.json || value.oid === PgTypes.OID.jsonb ? JSON.stringify(value.value) : value.value
+}
+
+/** `values` as `pg` sends them (see {@link driverValue}); the same array when none needs a change. */
+const driverValues = (values: ReadonlyArray<unknown>): ReadonlyArray<unknown> =>
+  values.some(PgTypes.isParameter) ? values.map(driverValue) : values
+
+/**
  * Sends `text` with `values` on `client` as the named statement of its text and calls `done` once with
  * its rows or its error: a statement found stale is deallocated (on the server and in the driver's
  * cache of the connection) and sent again, once.
@@ -42,6 +59,7 @@ export const queryNamed = (
   done: (err: unknown, rows: ReadonlyArray<any>) => void
 ): void => {
   const name = nameOf(text)
+  values = driverValues(values)
   client.query({ name, text, values }, (err, result) => {
     if (err === undefined || err === null) return done(undefined, result.rows)
     if (!staleType(err)) return done(err, [])
@@ -65,14 +83,14 @@ export const runNamed = (
   values: ReadonlyArray<unknown>,
   onInterrupt?: Effect.Effect<void>
 ): Effect.Effect<ReadonlyArray<any>, unknown> => {
-  const run = Effect.async<ReadonlyArray<any>, unknown>((resume) => {
+  const run = Effect.callback<ReadonlyArray<any>, unknown>((resume) => {
     let settle: () => void = () => {}
     const settled = new Promise<void>((r) => (settle = r))
     queryNamed(client, text, values, (err, rows) => {
       settle()
       resume(err !== undefined ? Effect.fail(err) : Effect.succeed(rows))
     })
-    return Effect.zipRight(onInterrupt ?? Effect.void, Effect.promise(() => settled))
+    return Effect.andThen(onInterrupt ?? Effect.void, Effect.promise(() => settled))
   })
   return onInterrupt === undefined ? Effect.uninterruptible(run) : run
 }

@@ -10,7 +10,7 @@
  *
  * @since 0.3.0
  */
-import * as Either from "effect/Either"
+import * as Result from "effect/Result"
 import * as Describe from "../error/Describe.js"
 import { type ConcurrencyPolicy, MAX_LIMIT } from "./PolicyValues.js"
 
@@ -29,15 +29,15 @@ export const of = (policies: object): LimitFrom<unknown> | undefined => attached
  * Computes the limit of `policy` for `payload`: the number, or why it is not a limit (the function
  * threw, or returned something other than an integer in 1..MAX_LIMIT).
  */
-export const compute = (policy: ConcurrencyPolicy, limitFrom: LimitFrom<unknown>, payload: unknown): Either.Either<number, string> => {
+export const compute = (policy: ConcurrencyPolicy, limitFrom: LimitFrom<unknown>, payload: unknown): Result.Result<number, string> => {
   const site = `Semaphore('${policy.key}', <computed>)`
   let n: unknown
   try {
     n = limitFrom(payload)
   } catch (e) {
-    return Either.left(`${site}: computing the limit from the payload threw: ${e instanceof Error ? e.message : Describe.show(e)}`)
+    return Result.fail(`${site}: computing the limit from the payload threw: ${e instanceof Error ? e.message : Describe.show(e)}`)
   }
   return typeof n === "number" && Number.isInteger(n) && n >= 1 && n <= MAX_LIMIT
-    ? Either.right(n)
-    : Either.left(`${site}: the computed limit must be an integer >= 1 and at most ${MAX_LIMIT}, got ${Describe.show(n)}`)
+    ? Result.succeed(n)
+    : Result.fail(`${site}: the computed limit must be an integer >= 1 and at most ${MAX_LIMIT}, got ${Describe.show(n)}`)
 }

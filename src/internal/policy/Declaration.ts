@@ -3,7 +3,7 @@
  *
  * @since 0.1.0
  */
-import * as Either from "effect/Either"
+import * as Result from "effect/Result"
 import * as Schema from "effect/Schema"
 import * as Describe from "../error/Describe.js"
 import * as ComputedLimit from "./ComputedLimit.js"
@@ -36,7 +36,7 @@ export const make = <K extends FamilyName, P extends Placement = "anywhere">(
   input: unknown,
   placement?: P,
   entry?: string
-): Declaration<K, P> => Either.getOrThrowWith(makeEither(family, input, placement, entry), (e) => e)
+): Declaration<K, P> => Result.getOrThrowWith(makeEither(family, input, placement, entry), (e) => e)
 
 /** Like {@link make}, returning the error instead of throwing it. */
 export const makeEither = <K extends FamilyName, P extends Placement = "anywhere">(
@@ -44,9 +44,9 @@ export const makeEither = <K extends FamilyName, P extends Placement = "anywhere
   input: unknown,
   placement?: P,
   entry?: string
-): Either.Either<Declaration<K, P>, InvalidPolicy> =>
-  Either.map(
-    validate(family, families[family].schema as unknown as Schema.Schema<FamilyValue<K>, any>, input, entry),
+): Result.Result<Declaration<K, P>, InvalidPolicy> =>
+  Result.map(
+    validate(family, families[family].schema as unknown as Schema.Codec<FamilyValue<K>, any>, input, entry),
     (value) => ({ _tag: "PolicyDeclaration", family, value, placement: (placement ?? "anywhere") as P })
   )
 
@@ -61,28 +61,28 @@ export const isDeclaration = (u: unknown): u is Declaration =>
 export const collect = (
   site: string,
   declarations: ReadonlyArray<Declaration>
-): Either.Either<Policies, InvalidPolicy> => {
+): Result.Result<Policies, InvalidPolicy> => {
   const out: Record<string, unknown> = {}
   for (const d of declarations) {
     if (!isDeclaration(d) || !(d.family in families)) {
-      return Either.left(new InvalidPolicy({ family: String((d as any)?.family), message: `${site}: every policy entry must be a declaration (Mutex, Semaphore, Retry, ...), got ${Describe.show(d)}`, value: d }))
+      return Result.fail(new InvalidPolicy({ family: String((d as any)?.family), message: `${site}: every policy entry must be a declaration (Mutex, Semaphore, Retry, ...), got ${Describe.show(d)}`, value: d }))
     }
     if (d.family in out) {
-      return Either.left(
+      return Result.fail(
         new InvalidPolicy({
           family: d.family,
           message: `${site} declares two '${d.family}' policies; Mutex and Semaphore (and any two of one family) fill one slot — declare one`
         })
       )
     }
-    const schema = families[d.family].schema as unknown as Schema.Schema<any, any>
-    const checked = Either.flatMap(
-      Either.try({ try: () => Schema.encodeSync(schema)(d.value), catch: () => new InvalidPolicy({ family: d.family, message: `${site}: malformed '${d.family}' declaration` }) }),
+    const schema = families[d.family].schema as unknown as Schema.Codec<any, any>
+    const checked = Result.flatMap(
+      Result.try({ try: () => Schema.encodeSync(schema)(d.value), catch: () => new InvalidPolicy({ family: d.family, message: `${site}: malformed '${d.family}' declaration` }) }),
       (encoded) => validate(d.family, schema, encoded, site)
     )
-    if (Either.isLeft(checked)) return Either.left(checked.left)
-    out[d.family] = checked.right
+    if (Result.isFailure(checked)) return Result.fail(checked.failure)
+    out[d.family] = checked.success
     if (d.family === "concurrency" && typeof d.limitFrom === "function") ComputedLimit.attach(out, d.limitFrom)
   }
-  return Either.right(out as Policies)
+  return Result.succeed(out as Policies)
 }

@@ -15,9 +15,9 @@ export interface FailureObserverService {
 }
 
 /** The observer provided by an outer behavior; by default, one that ignores the report. */
-export class FailureObserver extends Context.Reference<FailureObserver>()("warp/FailureObserver", {
+export const FailureObserver: Context.Reference<FailureObserverService> = Context.Reference<FailureObserverService>("warp/FailureObserver", {
   defaultValue: (): FailureObserverService => ({ failed: () => Effect.void })
-}) {}
+})
 
 /** Reports a handler failure to the observer in context (by default nobody listens). */
-export const report = (error: string): Effect.Effect<void> => Effect.flatMap(FailureObserver, (o) => o.failed(error))
+export const report = (error: string): Effect.Effect<void> => FailureObserver.use((o) => o.failed(error))

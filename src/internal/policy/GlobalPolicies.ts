@@ -6,9 +6,9 @@
  */
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
-import * as Either from "effect/Either"
 import * as SubscriptionRef from "effect/SubscriptionRef"
 import * as Layer from "effect/Layer"
+import * as Result from "effect/Result"
 import * as Declaration from "./Declaration.js"
 import { families, type FamilyName, type Policies } from "./PolicyFamily.js"
 import { InvalidPolicy } from "./InvalidPolicy.js"
@@ -25,10 +25,10 @@ export interface GlobalPoliciesService {
   readonly set: (declarations: ReadonlyArray<Declaration.Declaration>) => Effect.Effect<void, InvalidPolicy>
 }
 
-const validate = (declarations: ReadonlyArray<Declaration.Declaration>): Either.Either<Policies, InvalidPolicy> => {
+const validate = (declarations: ReadonlyArray<Declaration.Declaration>): Result.Result<Policies, InvalidPolicy> => {
   for (const d of declarations) {
     if (!families[d.family as FamilyName].rungs.has("global")) {
-      return Either.left(new InvalidPolicy({ family: d.family, message: `'${d.family}' has no global default (a keyless policy is not a policy)` }))
+      return Result.fail(new InvalidPolicy({ family: d.family, message: `'${d.family}' has no global default (a keyless policy is not a policy)` }))
     }
   }
   return Declaration.collect("global options", declarations)
@@ -37,25 +37,32 @@ const validate = (declarations: ReadonlyArray<Declaration.Declaration>): Either.
 /** A live service over a `SubscriptionRef` of the defaults (changes can be watched through `ref.changes`). */
 export const fromRef = (ref: SubscriptionRef.SubscriptionRef<Policies>): GlobalPoliciesService => ({
   current: SubscriptionRef.get(ref),
-  set: (declarations) => Effect.flatMap(validate(declarations), (policies) => SubscriptionRef.set(ref, policies))
+  set: (declarations) => Effect.flatMap(Effect.fromResult(validate(declarations)), (policies) => SubscriptionRef.set(ref, policies))
 })
 
 const fixedEmpty: GlobalPoliciesService = {
   current: Effect.succeed({}),
-  set: () => Effect.dieMessage("GlobalPolicies: provide GlobalPolicies.layer(...) to change the global defaults at run time")
+  set: () => Effect.die(new Error("GlobalPolicies: provide GlobalPolicies.layer(...) to change the global defaults at run time"))
 }
 
-/** The global defaults tag (default: none). */
-export class GlobalPolicies extends Context.Reference<GlobalPolicies>()("warp/GlobalPolicies", {
+/** The global defaults reference (default: none). */
+export const GlobalPolicies: Context.Reference<GlobalPoliciesService> = Context.Reference<GlobalPoliciesService>("warp/GlobalPolicies", {
   defaultValue: (): GlobalPoliciesService => fixedEmpty
-}) {}
+})
+
+/**
+ * What a Layer of {@link GlobalPolicies} provides, as a type. In Effect 4 a `Context.Reference` has no
+ * identifier of its own (`Context.Reference<S>` is a `Service<never, S>`): providing it adds `never` to
+ * a Layer's output, and reading it requires nothing.
+ */
+export type GlobalPolicies = never
 
 /**
  * Global defaults from declarations, e.g. `GlobalPolicies.layer([Retry(3)])`, changeable later with
  * `set`. Throws `InvalidPolicy` for a family without a global rung.
  */
 export const layer = (declarations: ReadonlyArray<Declaration.Declaration>): Layer.Layer<GlobalPolicies> => {
-  const initial = Either.getOrThrowWith(validate(declarations), (e) => e)
+  const initial = Result.getOrThrowWith(validate(declarations), (e) => e)
   return Layer.effect(GlobalPolicies, Effect.map(SubscriptionRef.make(initial), fromRef))
 }
 

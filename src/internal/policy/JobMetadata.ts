@@ -4,8 +4,7 @@
  *
  * @since 0.1.0
  */
-import * as Either from "effect/Either"
-import * as ParseResult from "effect/ParseResult"
+import * as Result from "effect/Result"
 import * as Schema from "effect/Schema"
 import { type FamilyName, familyNames, type Policies } from "./PolicyFamily.js"
 import {
@@ -17,11 +16,11 @@ import {
 } from "./PolicyValues.js"
 
 /** Which rung a stamped value came from. Global defaults are never stamped. */
-export const Source = Schema.Literal("enqueue", "handler", "contract")
+export const Source = Schema.Literals(["enqueue", "handler", "contract"])
 /** Which rung a stamped value came from. */
 export type Source = typeof Source.Type
 
-const entry = <A, I>(value: Schema.Schema<A, I>) =>
+const entry = <S extends Schema.Top>(value: S) =>
   Schema.optional(Schema.Struct({ source: Source, value }))
 
 /** One entry per family (absent = nothing at this slot). */
@@ -60,9 +59,9 @@ export class JobMetadata extends Schema.Class<JobMetadata>("JobMetadata")({
 }
 
 /** Metadata's JSON form (what the database column holds). */
-export const JobMetadataJson = Schema.encodedSchema(JobMetadata)
+export const JobMetadataJson = Schema.toEncoded(JobMetadata)
 
-const decodeStrict = Schema.decodeUnknownEither(JobMetadata, { onExcessProperty: "error" })
+const decodeStrict = Schema.decodeUnknownResult(JobMetadata, { onExcessProperty: "error" })
 const encodeSync = Schema.encodeSync(JobMetadata)
 
 /**
@@ -75,7 +74,7 @@ const decoded = new Map<string, JobMetadata>()
 const encoded = new WeakMap<JobMetadata, unknown>()
 
 /** Decodes a stored metadata document strictly: unknown families and wrong types are errors. */
-export const decode = (u: unknown): Either.Either<JobMetadata, string> => {
+export const decode = (u: unknown): Result.Result<JobMetadata, string> => {
   let text: string | undefined
   try {
     text = JSON.stringify(u)
@@ -83,16 +82,16 @@ export const decode = (u: unknown): Either.Either<JobMetadata, string> => {
     text = undefined
   }
   const hit = text === undefined ? undefined : decoded.get(text)
-  if (hit !== undefined) return Either.right(hit)
+  if (hit !== undefined) return Result.succeed(hit)
   return decodeStrict(u).pipe(
-    Either.map((m) => {
+    Result.map((m) => {
       if (text !== undefined) {
         if (decoded.size >= 1024) decoded.clear()
         decoded.set(text, m)
       }
       return m
     }),
-    Either.mapLeft((e) => ParseResult.TreeFormatter.formatErrorSync(e))
+    Result.mapError((e) => e.message)
   )
 }
 
@@ -107,12 +106,9 @@ export const encode = (m: JobMetadata): unknown => {
 }
 
 /**
- * The check `new JobMetadata(props)` runs, compiled once: the class constructor derives the type side
- * of its fields and compiles a parser for it at every call (a new AST each time, so Effect's parser
- * cache misses), which cost every attempt's resolution a parser build.
+ * Builds metadata from explicit entries (checked by the class constructor). Effect 3's constructor
+ * compiled a parser at every call, so this checked the props with a parser compiled once and skipped
+ * the constructor's check; Effect 4's constructor compiles its struct's parser once and keeps it.
  */
-const validateProps = ParseResult.validateSync(Schema.Struct(JobMetadata.fields).annotations({ title: "JobMetadata (Constructor)" }))
-
-/** Builds metadata from explicit entries (checked as the class constructor checks them). */
 export const fromEntries = (policies: PolicyEntries, stampedAt?: string): JobMetadata =>
-  new JobMetadata(validateProps(stampedAt === undefined ? { policies } : { policies, stampedAt }), true)
+  new JobMetadata(stampedAt === undefined ? { policies } : { policies, stampedAt })

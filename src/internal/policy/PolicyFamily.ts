@@ -22,11 +22,11 @@ export const rungOrder: ReadonlyArray<Rung> = ["enqueue", "handler", "contract",
 /** A policy family: a metadata slot, its schema, and which rungs it has. */
 export interface PolicyFamily<K extends string = string, A = unknown> {
   readonly name: K
-  readonly schema: Schema.Schema<A, any>
+  readonly schema: Schema.Codec<A, any>
   readonly rungs: ReadonlySet<Rung>
 }
 
-const family = <K extends string, A>(name: K, schema: Schema.Schema<A, any>, rungs: ReadonlyArray<Rung>): PolicyFamily<K, A> => ({
+const family = <K extends string, A>(name: K, schema: Schema.Codec<A, any>, rungs: ReadonlyArray<Rung>): PolicyFamily<K, A> => ({
   name,
   schema,
   rungs: new Set(rungs)

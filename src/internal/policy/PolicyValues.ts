@@ -3,8 +3,7 @@
  *
  * @since 0.1.0
  */
-import * as Either from "effect/Either"
-import * as ParseResult from "effect/ParseResult"
+import * as Result from "effect/Result"
 import * as Schema from "effect/Schema"
 import * as Describe from "../error/Describe.js"
 import { InvalidPolicy } from "./InvalidPolicy.js"
@@ -17,10 +16,10 @@ export const MAX_KEY_LENGTH = 512
  * unchanged by PostgreSQL (no NUL, no unpaired surrogate). The filters' messages are rules, worded to
  * follow the field's name (`key must not be empty or whitespace`).
  */
-export const PolicyKey = Schema.String.pipe(
-  Schema.filter((s) => s.trim().length > 0 || "must not be empty or whitespace"),
-  Schema.filter((s) => s.length <= MAX_KEY_LENGTH || `must be at most ${MAX_KEY_LENGTH} characters`),
-  Schema.filter((s) => Describe.unstorableText(s) ?? true)
+export const PolicyKey = Schema.String.check(
+  Schema.makeFilter((s: string) => s.trim().length > 0 || "must not be empty or whitespace"),
+  Schema.makeFilter((s: string) => s.length <= MAX_KEY_LENGTH || `must be at most ${MAX_KEY_LENGTH} characters`),
+  Schema.makeFilter((s: string) => Describe.unstorableText(s) ?? true)
 )
 
 /**
@@ -32,12 +31,12 @@ export const PolicyKey = Schema.String.pipe(
 export const MAX_LIMIT = 2_147_483_647
 
 /** A whole number >= 1 (and at most {@link MAX_LIMIT}). */
-export const PositiveInt = Schema.Number.pipe(
-  Schema.filter((n) => (Number.isInteger(n) && n >= 1 && n <= MAX_LIMIT) || `must be an integer >= 1 and at most ${MAX_LIMIT}`)
+export const PositiveInt = Schema.Number.check(
+  Schema.makeFilter((n: number) => (Number.isInteger(n) && n >= 1 && n <= MAX_LIMIT) || `must be an integer >= 1 and at most ${MAX_LIMIT}`)
 )
 
 /** What happens when a job is picked up while its concurrency key is full. */
-export const ConcurrencyMode = Schema.Literal("Skip", "Wait", "Fifo", "CancelNewest", "CancelRunning")
+export const ConcurrencyMode = Schema.Literals(["Skip", "Wait", "Fifo", "CancelNewest", "CancelRunning"])
 /**
  * `Skip` drops the surplus job (Deleted); `Wait` requeues it (Enqueued, ScheduleTime = now); `Fifo`
  * requeues it like `Wait`, and the store only hands out the oldest jobs of the key, in submission order
@@ -62,8 +61,8 @@ export type TotalCap = typeof TotalCap.Type
  * A fair-share weight: a finite number > 0. A key of weight 2 is served twice as often as a key of
  * weight 1 while both have jobs waiting (see `ConcurrencyOptions.weight`).
  */
-export const FairWeight = Schema.Number.pipe(
-  Schema.filter((n) => (Number.isFinite(n) && n > 0) || "must be a finite number > 0")
+export const FairWeight = Schema.Number.check(
+  Schema.makeFilter((n: number) => (Number.isFinite(n) && n > 0) || "must be a finite number > 0")
 )
 
 /**
@@ -85,16 +84,23 @@ export const checkFairMode = (entry: string, mode: ConcurrencyMode, weight: numb
     ? new InvalidPolicy({ family: "concurrency", message: `${entry}: a weight cannot be used with mode 'Fifo'`, entry, value: weight })
     : undefined
 
+/**
+ * Effect 3's `nonNegative()` and `greaterThanOrEqualTo(min)` (removed or reworded in Effect 4), with
+ * the same expectation texts.
+ */
+const nonNegative = Schema.makeFilter((n: number) => n >= 0, { expected: "a non-negative number" })
+const atLeast = (min: number) => Schema.makeFilter((n: number) => n >= min, { expected: `a number greater than or equal to ${min}` })
+
 /** The `retry` metadata slot: up to `maxAttempts` attempts, exponential backoff between them. */
 export class RetryPolicy extends Schema.Class<RetryPolicy>("RetryPolicy")({
   maxAttempts: PositiveInt,
-  initialDelayMs: Schema.Number.pipe(Schema.nonNegative()),
-  factor: Schema.Number.pipe(Schema.greaterThanOrEqualTo(1)),
-  maxDelayMs: Schema.Number.pipe(Schema.nonNegative())
+  initialDelayMs: Schema.Number.check(nonNegative),
+  factor: Schema.Number.check(atLeast(1)),
+  maxDelayMs: Schema.Number.check(nonNegative)
 }) {}
 
 /** Where a timeout's clock starts: each attempt, or the enqueue (a wall-clock deadline). */
-export const TimeoutScope = Schema.Literal("PerAttempt", "Total")
+export const TimeoutScope = Schema.Literals(["PerAttempt", "Total"])
 /** `PerAttempt` bounds one handler run; `Total` bounds the job from its enqueue. */
 export type TimeoutScope = typeof TimeoutScope.Type
 
@@ -142,14 +148,14 @@ export const policyMessage = (entry: string, v: Describe.Violation, more = 0): s
  */
 export const validate = <A, I>(
   family: string,
-  schema: Schema.Schema<A, I>,
+  schema: Schema.Codec<A, I>,
   input: unknown,
   entry: string = `'${family}' policy`
-): Either.Either<A, InvalidPolicy> =>
-  Schema.decodeUnknownEither(schema)(input).pipe(
-    Either.mapLeft((issue) => {
+): Result.Result<A, InvalidPolicy> =>
+  Schema.decodeUnknownResult(schema)(input).pipe(
+    Result.mapError((issue) => {
       const vs = Describe.violations(issue, input)
-      const first: Describe.Violation = vs[0] ?? { path: [], found: true, value: input, rule: ParseResult.TreeFormatter.formatErrorSync(issue) }
+      const first: Describe.Violation = vs[0] ?? { path: [], found: true, value: input, rule: issue.message }
       return new InvalidPolicy({
         family,
         message: policyMessage(entry, first, vs.length - 1),

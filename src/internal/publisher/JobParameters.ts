@@ -5,7 +5,7 @@
  * @since 0.1.0
  */
 import * as Duration from "effect/Duration"
-import * as Either from "effect/Either"
+import * as Result from "effect/Result"
 import type { ConcurrencyDraft } from "../concurrency/Concurrency.js"
 import * as Declaration from "../policy/Declaration.js"
 import { InvalidPolicy } from "../policy/InvalidPolicy.js"
@@ -18,7 +18,7 @@ import { call, checkFairMode } from "../policy/PolicyValues.js"
 export interface MetadataAccessor<K extends FamilyName, D> {
   readonly family: K
   readonly draft: () => D
-  readonly build: (draft: D) => Either.Either<Declaration.Declaration<K>, InvalidPolicy>
+  readonly build: (draft: D) => Result.Result<Declaration.Declaration<K>, InvalidPolicy>
 }
 
 /**
@@ -52,11 +52,11 @@ export class JobParameters {
     return new JobParameters(new Map(), undefined)
   }
 
-  private with(d: Either.Either<Declaration.Declaration, InvalidPolicy>): JobParameters {
+  private with(d: Result.Result<Declaration.Declaration, InvalidPolicy>): JobParameters {
     if (this.error !== undefined) return this
-    if (Either.isLeft(d)) return new JobParameters(this.entries, d.left)
+    if (Result.isFailure(d)) return new JobParameters(this.entries, d.failure)
     const next = new Map(this.entries)
-    next.set(d.right.family, d.right)
+    next.set(d.success.family, d.success)
     return new JobParameters(next, undefined)
   }
 
@@ -92,8 +92,8 @@ export class JobParameters {
       "anywhere",
       entry
     )
-    const refused = Either.isRight(d) ? checkFairMode(entry, input.mode, weight) : undefined
-    return this.with(refused === undefined ? d : Either.left(refused))
+    const refused = Result.isSuccess(d) ? checkFairMode(entry, input.mode, weight) : undefined
+    return this.with(refused === undefined ? d : Result.fail(refused))
   }
 
   /** Up to `maxAttempts` attempts with exponential backoff. */
@@ -102,12 +102,12 @@ export class JobParameters {
   }
 
   /** A per-attempt timeout, or (`scope: "Total"`) a deadline from this enqueue, stamped now. */
-  withTimeout(duration: Duration.DurationInput, scope: TimeoutScope = "PerAttempt"): JobParameters {
+  withTimeout(duration: Duration.Input, scope: TimeoutScope = "PerAttempt"): JobParameters {
     return this.with(Declaration.makeEither("timeout", { scope, durationMs: Duration.toMillis(duration) }, "anywhere", call("JobParameters.withTimeout", duration, scope)))
   }
 
   /** At most `limit` starts of `key` per `window`. */
-  withRateLimit(key: string, limit: number, window: Duration.DurationInput): JobParameters {
+  withRateLimit(key: string, limit: number, window: Duration.Input): JobParameters {
     return this.with(Declaration.makeEither("rateLimit", { key, limit, windowMs: Duration.toMillis(window) }, "anywhere", call("JobParameters.withRateLimit", key, limit, window)))
   }
 

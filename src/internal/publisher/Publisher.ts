@@ -10,9 +10,9 @@ import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
 import * as Data from "effect/Data"
 import * as Effect from "effect/Effect"
-import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
+import * as Result from "effect/Result"
 import type * as Schema from "effect/Schema"
 import * as JobMetadata from "../policy/JobMetadata.js"
 import type { InvalidPolicy } from "../policy/InvalidPolicy.js"
@@ -119,7 +119,7 @@ export interface PublisherService {
 }
 
 /** The publisher tag. */
-export class Publisher extends Context.Tag("warp/Publisher")<Publisher, PublisherService>() {}
+export class Publisher extends Context.Service<Publisher, PublisherService>()("warp/Publisher") {}
 
 /**
  * A Fifo-mode or weighted (fair-share) concurrency policy of the handler this process has registered
@@ -171,8 +171,8 @@ export const publishMetadata = (
 }
 
 /** The payload as stored: encoded, and checked to come back unchanged (see `PayloadCodec`). */
-const encodePayload = <A, I>(entry: string, contract: { readonly name: string; readonly schema: Schema.Schema<A, I> }, payload: A) =>
-  Effect.suspend(() => PayloadCodec.encode(entry, contract, payload))
+const encodePayload = <A, I>(entry: string, contract: { readonly name: string; readonly schema: Schema.Codec<A, I> }, payload: A) =>
+  Effect.suspend(() => Effect.fromResult(PayloadCodec.encode(entry, contract, payload)))
 
 /** A producer span (`warp.enqueue` / `warp.publish`) with the job type and the id(s) written. */
 const traced =
@@ -180,7 +180,7 @@ const traced =
   <A extends string | ReadonlyArray<string>, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
     self.pipe(
       Effect.tap((ids) => Effect.annotateCurrentSpan(Telemetry.attributes.jobId, typeof ids === "string" ? ids : ids.join(","))),
-      Effect.withSpan(name, { kind: "producer", attributes: { [Telemetry.attributes.jobType]: type }, captureStackTrace: false })
+      Effect.withSpan(name, { kind: "producer", attributes: { [Telemetry.attributes.jobType]: type } }, { captureStackTrace: false })
     )
 
 /** A producer span of a batch, with the job type and the number of jobs written. */
@@ -189,7 +189,7 @@ const tracedBatch =
   <A extends ReadonlyArray<unknown>, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
     self.pipe(
       Effect.tap((ids) => Effect.annotateCurrentSpan("warp.batch.size", ids.length)),
-      Effect.withSpan(name, { kind: "producer", attributes: { [Telemetry.attributes.jobType]: type }, captureStackTrace: false })
+      Effect.withSpan(name, { kind: "producer", attributes: { [Telemetry.attributes.jobType]: type } }, { captureStackTrace: false })
     )
 
 /** One checked item of a batch: the encoded payload and its parameters. */
@@ -212,15 +212,15 @@ const checkBatch = <A, I>(
     if (typeof params !== "function" && params.error !== undefined) return Effect.fail(params.error)
     const invalid = (index: number, cause: InvalidPayload | InvalidPolicy | InvalidArgument.InvalidArgument) =>
       Effect.fail(new InvalidBatchItem({ type: contract.name, index, cause, message: `Item ${index} of ${contract.name}: ${cause.message}` }))
-    // a plain loop over the codec's Either: a bulk of 10^5 payloads is checked without an effect per item
+    // a plain loop over the codec's Result: a bulk of 10^5 payloads is checked without an effect per item
     const items = new Array<BatchItem>(payloads.length)
     for (let index = 0; index < payloads.length; index++) {
       const payload = payloads[index]!
       const own = typeof params === "function" ? params(payload, index) : params
       if (own.error !== undefined) return invalid(index, own.error)
       const encoded = PayloadCodec.encode(entry, contract, payload)
-      if (Either.isLeft(encoded)) return invalid(index, encoded.left)
-      items[index] = { encoded: encoded.right, params: own }
+      if (Result.isFailure(encoded)) return invalid(index, encoded.failure)
+      items[index] = { encoded: encoded.success, params: own }
     }
     return Effect.succeed(items)
   })

@@ -39,7 +39,9 @@ export const fire = (
 ): Effect.Effect<boolean, InvalidPayload | InvalidArgument | StoreError, JobStore> =>
   Effect.gen(function* () {
     const store = yield* JobStore
-    const payload = yield* Effect.suspend(() => PayloadCodec.encode(`Recurring '${recurring.id}'`, recurring.contract, recurring.payload))
+    const payload = yield* Effect.suspend(() =>
+      Effect.fromResult(PayloadCodec.encode(`Recurring '${recurring.id}'`, recurring.contract, recurring.payload))
+    )
     const id = Recurring.firingId(recurring.id, tick)
     const registry = yield* Effect.serviceOption(Registry)
     const handler = Option.getOrUndefined(Option.flatMap(registry, (r) => r.lookup(recurring.contract.name, null)))?.handler
@@ -65,7 +67,8 @@ export const fire = (
       )
   })
 
-const storeRetry = Schedule.exponential("100 millis").pipe(Schedule.union(Schedule.spaced("5 seconds")), Schedule.upTo("1 minute"))
+// exponential from 100 ms, at most 5 s apart (the shorter of the two delays), for up to a minute
+const storeRetry = Schedule.min([Schedule.exponential("100 millis"), Schedule.spaced("5 seconds")]).pipe(Schedule.upTo({ duration: "1 minute" }))
 
 /** Runs one entry forever: sleep until the next tick, fire it, repeat. */
 const runEntry = (recurring: Recurring.Recurring): Effect.Effect<never, never, JobStore> =>
@@ -77,10 +80,8 @@ const runEntry = (recurring: Recurring.Recurring): Effect.Effect<never, never, J
       if (wait > 0) yield* Effect.sleep(Duration.millis(wait))
       yield* fire(recurring, tick).pipe(
         Effect.retry({ schedule: storeRetry, while: (e) => e._tag === "StoreError" }),
-        Effect.tapBoth({
-          onFailure: (e) => Effect.logError(`recurring '${recurring.id}': tick ${tick.toISOString()} not fired`, e),
-          onSuccess: (fired) => (fired ? Effect.logDebug(`recurring '${recurring.id}' fired for ${tick.toISOString()}`) : Effect.void)
-        }),
+        Effect.tapError((e) => Effect.logError(`recurring '${recurring.id}': tick ${tick.toISOString()} not fired`, e)),
+        Effect.tap((fired) => (fired ? Effect.logDebug(`recurring '${recurring.id}' fired for ${tick.toISOString()}`) : Effect.void)),
         Effect.ignore
       )
       after = tick.getTime()
@@ -94,4 +95,4 @@ export const make: Effect.Effect<void, never, Scope.Scope | JobStore | Registry>
 })
 
 /** The scheduler as a Layer: fires while the layer is alive. Run it beside (or without) workers. */
-export const layer: Layer.Layer<never, never, JobStore | Registry> = Layer.scopedDiscard(make)
+export const layer: Layer.Layer<never, never, JobStore | Registry> = Layer.effectDiscard(make)

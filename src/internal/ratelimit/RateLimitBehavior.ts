@@ -31,7 +31,7 @@ export const make = (limiter: RateLimiterService): Behavior => ({
     const policy = attempt.policies.rateLimit
     if (policy === undefined) return next
     return limiter.tryStart(policy).pipe(
-      Effect.tap((a) => Metric.increment(Metric.tagged(startsTotal, "result", a._tag))),
+      Effect.tap((a) => Metric.update(Metric.withAttributes(startsTotal, { result: a._tag }), 1)),
       Effect.matchEffect({
         onFailure: (e) =>
           Effect.map(Clock.currentTimeMillis, (now) =>

@@ -8,12 +8,12 @@
  *
  * @since 0.1.0
  */
-import * as SqlClient from "@effect/sql/SqlClient"
 import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
 import * as Data from "effect/Data"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import * as SqlClient from "effect/sql/SqlClient"
 import type { RateLimitPolicy } from "../policy/PolicyValues.js"
 
 /** The answer to one start request. */
@@ -42,7 +42,7 @@ export interface RateLimiterService {
 }
 
 /** The rate limiter tag. */
-export class RateLimiter extends Context.Tag("warp/RateLimiter")<RateLimiter, RateLimiterService>() {}
+export class RateLimiter extends Context.Service<RateLimiter, RateLimiterService>()("warp/RateLimiter") {}
 
 /** The start of the window holding `nowMs`. */
 export const windowStartOf = (nowMs: number, windowMs: number): number => Math.floor(nowMs / windowMs) * windowMs

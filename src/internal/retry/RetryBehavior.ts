@@ -6,7 +6,6 @@
  *
  * @since 0.1.0
  */
-import * as Chunk from "effect/Chunk"
 import * as Clock from "effect/Clock"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -17,15 +16,18 @@ import * as FailureObserver from "../policy/FailureObserver.js"
 import type { RetryPolicy } from "../policy/PolicyValues.js"
 import { totalDeadline } from "../timeout/TimeoutBehavior.js"
 
-/** The delay before attempt `attempt + 1` after attempt `attempt` (1-based) failed. */
+/**
+ * The delay before attempt `attempt + 1` after attempt `attempt` (1-based) failed: the schedule's
+ * delay at its `attempt`-th recurrence.
+ */
 export const delayAfter = (policy: RetryPolicy, attempt: number): Effect.Effect<Duration.Duration> =>
-  Schedule.run(
-    Schedule.exponential(Duration.millis(policy.initialDelayMs), policy.factor),
-    0,
-    Chunk.range(1, Math.max(1, attempt))
-  ).pipe(
-    Effect.map((delays) => Duration.min(Chunk.unsafeLast(delays), Duration.millis(policy.maxDelayMs)))
-  )
+  Effect.flatMap(Schedule.toStep(Schedule.exponential(Duration.millis(policy.initialDelayMs), policy.factor)), (step) => {
+    const recurrences = Math.max(1, attempt)
+    // (an exponential schedule recurs forever: it is never done)
+    const at = (n: number): Effect.Effect<Duration.Duration> =>
+      Effect.flatMap(Effect.orDie(step(0, n)), ([delay]) => (n >= recurrences ? Effect.succeed(delay) : at(n + 1)))
+    return Effect.map(at(1), (delay) => Duration.min(delay, Duration.millis(policy.maxDelayMs)))
+  })
 
 /** The retry behavior. */
 export const behavior: Behavior = {

@@ -63,12 +63,12 @@ export interface SemaphoreProviderService {
   readonly tryAcquire: (
     name: string,
     limit: number,
-    timeout: Duration.DurationInput
+    timeout: Duration.Input
   ) => Effect.Effect<Option.Option<Slot>, SemaphoreError, Scope.Scope>
 }
 
 /** The semaphore provider tag. Provide `SemaphoreProviderMemory.layer`, `SemaphoreProviderPg.layer` or your own. */
-export class SemaphoreProvider extends Context.Tag("warp/SemaphoreProvider")<SemaphoreProvider, SemaphoreProviderService>() {}
+export class SemaphoreProvider extends Context.Service<SemaphoreProvider, SemaphoreProviderService>()("warp/SemaphoreProvider") {}
 
 /** The slot names of `name` at `limit`. */
 export const slotName = (name: string, index: number): string => `${name}:${index}`
@@ -99,8 +99,8 @@ export interface Held {
  */
 export const acquireWith = <E>(
   attempt: Effect.Effect<Option.Option<Held>, E>,
-  timeout: Duration.DurationInput,
-  every: Duration.DurationInput = "5 millis"
+  timeout: Duration.Input,
+  every: Duration.Input = "5 millis"
 ): Effect.Effect<Option.Option<Slot>, E, Scope.Scope> =>
   Effect.flatMap(Effect.scope, (scope) =>
     pollUntil(
@@ -122,14 +122,14 @@ class Busy {
  */
 export const pollUntil = <A, E, R>(
   once: Effect.Effect<Option.Option<A>, E, R>,
-  timeout: Duration.DurationInput,
-  every: Duration.DurationInput = "5 millis"
+  timeout: Duration.Input,
+  every: Duration.Input = "5 millis"
 ): Effect.Effect<Option.Option<A>, E, R> => {
   const waitMs = Duration.toMillis(timeout)
   if (waitMs <= 0) return once
   return once.pipe(
     Effect.flatMap((o): Effect.Effect<Option.Option<A>, E | Busy> => (Option.isSome(o) ? Effect.succeed(o) : Effect.fail(new Busy()))),
-    Effect.retry({ schedule: Schedule.spaced(every).pipe(Schedule.upTo(Duration.millis(waitMs))), while: (e) => e instanceof Busy }),
+    Effect.retry({ schedule: Schedule.spaced(every).pipe(Schedule.upTo({ duration: Duration.millis(waitMs) })), while: (e) => e instanceof Busy }),
     Effect.catchIf((e): e is Busy => e instanceof Busy, () => Effect.succeed(Option.none<A>()))
   )
 }

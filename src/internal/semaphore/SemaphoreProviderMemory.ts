@@ -42,7 +42,7 @@ export const make: Effect.Effect<SemaphoreProviderService> = Effect.sync(() => {
 
   return {
     tryAcquire: (name, limit, timeout) =>
-      Effect.zipRight(validateLimit(name, limit), acquireWith(Effect.sync(() => tryOnce(name, limit)), timeout, "5 millis"))
+      Effect.andThen(validateLimit(name, limit), acquireWith(Effect.sync(() => tryOnce(name, limit)), timeout, "5 millis"))
   }
 })
 

@@ -11,17 +11,33 @@
  *   therefore happen while a scan runs: "full" means every slot was held for the whole scan, and
  *   a slot that was free for the whole call is always found. Only a holder's connection dying
  *   frees a slot outside the guard.
- * - Connections: by default each held slot keeps its own connection checked out (`sql.reserve`)
- *   until release. In that mode a held slot also offers its release to the job store
+ * - Connections: by default each held slot keeps its own connection checked out (of the provider's
+ *   slot pool, see below) until release. In that mode a held slot also offers its release to the job store
  *   (`fusedRelease`): the attempt's finalizing statement then runs on the slot's connection and
  *   unlocks the slot under its guard, so the release costs no round trip of its own. With `multiplex: { connections: K }` all slots of the process live on K
  *   long-lived connections; session locks are re-entrant per connection, so an in-process gate
  *   (per connection: a mutex plus the set of locks it holds, which the scan skips) keeps two
  *   fibers from both holding one slot.
  * - Either way slots die with their connection: PostgreSQL frees the locks of a dead session. The
- *   driver's `end`/`error` events (on @effect/sql-pg) and a ping every `pingInterval` (any SqlClient,
- *   and connections that hang without closing; one watchdog fiber per provider pings every connection
- *   that holds slots) notice the loss and complete `slot.lost`, so the holder stops.
+ *   driver's `end`/`error` events and a ping every `pingInterval` (connections that hang without
+ *   closing; one watchdog fiber per provider pings every connection that holds slots) notice the loss
+ *   and complete `slot.lost`, so the holder stops.
+ * - Slot connections: `pg` clients of a small pool of the provider's own (`pg/Driver.ts`), built from
+ *   the settings of the `PgClient` in context (its URL or host, port, user, password, database, TLS,
+ *   application name; its `maxConnections` and `idleTimeout`), or from the `connection` option. Why not
+ *   the `SqlClient`'s own connections, as with @effect/sql-pg 0.53 (whose connections were `pg`
+ *   clients)? @effect/sql-pg 4 speaks the wire protocol itself, and a connection reserved from it tells
+ *   of its death only to its pool, through an internal hook, or to a `LISTEN` queue: a public signal,
+ *   but one that costs a `LISTEN` and an `UNLISTEN` round trip on every connection that takes a slot —
+ *   two more round trips per acquisition in the default mode, where the fused release costs none —
+ *   and that is not reachable from the `SqlClient`'s `reserve` without reaching into unexported
+ *   classes. The pings alone would leave a terminated holder running for up to `pingInterval`. So the
+ *   slots live on `pg` clients, whose `end`/`error` events fire as the socket closes: the lost-slot
+ *   signal, the pings, the deadline, multiplexing, the lock-delay markers and the fused release behave
+ *   as they did on @effect/sql-pg 0.53. The provider's setup statements and the removal of a dead
+ *   lane's markers run on that pool too. A `SqlClient` that is not @effect/sql-pg's (and has no
+ *   `connection` option) holds the slots on its own reserved connections, a lost one noticed by the
+ *   pings alone.
  * - Carried admission (default mode, `FusedRelease.carry`). A store's finalizing statement that frees a
  *   slot and claims the lane's next row may also take, on the same connection, a slot for that row's
  *   key (mode Wait, no total cap; at the admin override the claim read, else the row's limit): the
@@ -29,7 +45,7 @@
  *   `tryAcquire` of its name in this process whose limit covers its index (the row's attempt, as a
  *   rule), without a scan; one nobody asks for within `ADOPT_WITHIN_MS` is released. The connection
  *   stays out of the pool while it holds either slot.
- * - On @effect/sql-pg's client the statements on a slot's connection (the scan, the release, the
+ * - On the slot pool's clients the statements on a slot's connection (the scan, the release, the
  *   store's fused finalizing statement, the pings) run as named prepared statements (`pg/Named.ts`),
  *   parsed and planned once per connection.
  * - Deadline (PostgreSQL 14+). A connection holding slots gets `idle_session_timeout = deadline`
@@ -44,8 +60,8 @@
  *   keepalives instead: a cut holder goes silent and is ended as before, while a paused one (its
  *   kernel still answers) keeps its session and slots through a pause of any length — for direct
  *   connections only (behind a proxy the server hears the proxy, not the holder).
- *   Queries on a slot connection are never interrupted (sql-pg would send `pg_cancel_backend`
- *   through the pool, which could land on a later statement).
+ *   Queries on a slot connection are never interrupted (a cancellation sent for one could land on a
+ *   later statement of the session, and an interrupted scan or release would leave its locks in doubt).
  * - Lock-delay (`lockDelay`, default on). PostgreSQL frees a dead session's locks at once, while its
  *   holder may still run (until it notices; for as long as it is paused). So each held slot also has
  *   a marker row (`warp_semaphore_marker`: lock id, the holding connection's token, an expiry
@@ -60,9 +76,9 @@
  * @since 0.1.0
  */
 import { randomUUID } from "node:crypto"
-import type { Connection } from "@effect/sql/SqlConnection"
-import * as SqlClient from "@effect/sql/SqlClient"
-import type * as Statement from "@effect/sql/Statement"
+import * as SqlClient from "effect/sql/SqlClient"
+import type { Connection } from "effect/sql/SqlConnection"
+import type * as Statement from "effect/sql/Statement"
 import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -71,10 +87,9 @@ import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Queue from "effect/Queue"
-import * as Runtime from "effect/Runtime"
 import * as Schedule from "effect/Schedule"
 import * as Scope from "effect/Scope"
-import { driverOf } from "../pg/Driver.js"
+import { type DriverConfig, driverConfigOf, makeDriverPool, type PooledClient } from "../pg/Driver.js"
 import { queryNamed, runNamed } from "../pg/Named.js"
 import { guardKey, lockId } from "./lockId.js"
 import {
@@ -92,14 +107,14 @@ import {
 /** Options of the PostgreSQL provider. */
 export interface PgProviderOptions {
   /** How often a connection holding slots is checked (default 1 second). */
-  readonly pingInterval?: Duration.DurationInput
+  readonly pingInterval?: Duration.Input
   /** How long a ping may take before the connection's slots count as lost (default 5 seconds). */
-  readonly pingTimeout?: Duration.DurationInput
+  readonly pingTimeout?: Duration.Input
   /** How often a waiting `tryAcquire` retries (default 10 ms). */
-  readonly retryInterval?: Duration.DurationInput
+  readonly retryInterval?: Duration.Input
   /**
    * Hold every slot of this process on `connections` long-lived connections instead of one
-   * connection per held slot. The pool must allow `connections` reserved connections.
+   * connection per held slot. The slot pool (see `connection`) must allow `connections` connections.
    */
   readonly multiplex?: { readonly connections: number }
   /**
@@ -107,7 +122,7 @@ export interface PgProviderOptions {
    * PostgreSQL 14+, ignored before). Pings run at least every quarter of it and time out after a
    * quarter of it.
    */
-  readonly deadline?: Duration.DurationInput
+  readonly deadline?: Duration.Input
   /**
    * Lock-delay (default on): a slot whose holder lost it without releasing it (its connection died)
    * is not granted again until that holder has released it — its scope closed, so its handler has
@@ -133,7 +148,21 @@ export interface PgProviderOptions {
    *   the proxy keeps the connection (use the default there).
    */
   readonly deadlineBy?: "idle-session-timeout" | "tcp"
+  /**
+   * The slot connections' settings (see the module note): by default those of the `PgClient` in
+   * context (`url`, `host`, `port`, `path`, `database`, `username`, `password`, `ssl`,
+   * `applicationName`, `startupParameters`, `startupOptions`, `connectTimeout`, `keepAlive`) and its
+   * pool's size (`maxConnections`, default 10: one connection per held slot, or
+   * `multiplex.connections`) and `idleTimeout` (default 60 seconds); the fields given here win. Needed
+   * for a `SqlClient` that is not @effect/sql-pg's (without it, such a client's own connections hold the
+   * slots, and a lost one is noticed by the pings alone) or one that connects through a custom `stream`.
+   * URL `sslmode=prefer`/`allow` connect without TLS here: give `ssl` to require it.
+   */
+  readonly connection?: PgSlotConnection
 }
+
+/** The settings of the provider's slot connections (see {@link PgProviderOptions.connection}). */
+export type PgSlotConnection = DriverConfig
 
 /**
  * `$1` candidate lock ids, `$2` start offset, `$3` candidate count, `$4`/`$5` the guard key, `$6` the
@@ -203,19 +232,22 @@ const SCAN_MARKED = scanText(true)
  * reads the markers with a fresh snapshot (see the scan). Several processes may start at once: a
  * creation that loses the race fails, and the function is there.
  */
-const markerFunction = (sql: SqlClient.SqlClient): Effect.Effect<boolean> => {
-  const exists = sql`SELECT 1 FROM pg_proc WHERE proname = 'warp_semaphore_marker_blocks' AND pg_function_is_visible(oid)`.pipe(
+const markerFunction = (sql: SqlClient.SqlClient, exec: Exec): Effect.Effect<boolean> => {
+  const exists = exec(sql`SELECT 1 FROM pg_proc WHERE proname = 'warp_semaphore_marker_blocks' AND pg_function_is_visible(oid)`).pipe(
     Effect.map((rows) => rows.length > 0),
     Effect.orElseSucceed(() => false)
   )
-  const create = sql.unsafe(`CREATE FUNCTION warp_semaphore_marker_blocks(lock bigint, me text) RETURNS boolean
+  const create = exec(sql.unsafe(`CREATE FUNCTION warp_semaphore_marker_blocks(lock bigint, me text) RETURNS boolean
 LANGUAGE plpgsql VOLATILE AS $fn$
 BEGIN
   RETURN EXISTS (SELECT 1 FROM warp_semaphore_marker m WHERE m.lock_id = lock AND m.holder <> me AND m.until > clock_timestamp());
 END
-$fn$`)
-  return Effect.flatMap(exists, (there) => (there ? Effect.succeed(true) : Effect.zipRight(Effect.ignore(create), exists)))
+$fn$`))
+  return Effect.flatMap(exists, (there) => (there ? Effect.succeed(true) : Effect.andThen(Effect.ignore(create), exists)))
 }
+
+/** Runs a statement of the provider's setup: on the slot connections' pool when there is one. */
+type Exec = <A>(statement: Statement.Statement<A>) => Effect.Effect<ReadonlyArray<A>, unknown>
 const SCAN_PLAIN = scanText(false)
 
 /**
@@ -316,7 +348,7 @@ const guardCache = new Map<string, readonly [number, number]>()
  * is quadratic with hundreds of fibers queued on one connection).
  */
 const makeMutex = Effect.map(Queue.unbounded<void>(), (token) => {
-  token.unsafeOffer(undefined)
+  Queue.offerUnsafe(token, undefined)
   return <A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
     Effect.acquireUseRelease(Queue.take(token), () => self, () => Queue.offer(token, undefined))
 })
@@ -372,10 +404,16 @@ interface HandedOver {
   readonly at: number
 }
 
+/**
+ * A lane's connection: a `pg` client of the provider's pool (see the module note), or, on a
+ * `SqlClient` that is not @effect/sql-pg's and without `connection` settings, one reserved from it.
+ */
+type LaneConnection = { readonly _tag: "Driver"; readonly client: PooledClient } | { readonly _tag: "Sql"; readonly conn: Connection }
+
 /** A connection holding slots: its own for one slot by default, shared when multiplexing. */
 interface Lane {
-  readonly conn: Connection
-  readonly scope: Scope.CloseableScope
+  readonly via: LaneConnection
+  readonly scope: Scope.Closeable
   /** Lock ids held on this connection (the in-process gate: the scan skips them). */
   readonly held: Set<string>
   readonly lost: Deferred.Deferred<void>
@@ -388,7 +426,7 @@ interface Lane {
   renewedAt: number
   dead: boolean
   /** The ping in flight, if any (interrupted when the lane stops being watched). */
-  watchdog: Fiber.RuntimeFiber<void, never> | undefined
+  watchdog: Fiber.Fiber<void> | undefined
   /** When (`performance.now()`) the watchdog pings the lane next. */
   nextPingAt: number
   /** Called once when the lane dies (a fused finalizing statement waiting on it stops waiting). */
@@ -399,13 +437,21 @@ interface Lane {
 export const make = (options: PgProviderOptions = {}): Effect.Effect<SemaphoreProviderService, never, SqlClient.SqlClient | Scope.Scope> =>
   Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
-    const deadlineMs = Duration.toMillis(Duration.decode(options.deadline ?? "10 seconds"))
+    // the slot connections' own pool (see the module note); none: the SqlClient's connections, pings alone
+    const driverConfig = driverConfigOf(sql, options.connection)
+    const pool = driverConfig === undefined ? undefined : yield* makeDriverPool(driverConfig)
+    const exec: Exec = <A>(statement: Statement.Statement<A>) => {
+      if (pool === undefined) return statement
+      const [text, params] = statement.compile()
+      return pool.query(text, params) as Effect.Effect<ReadonlyArray<A>, unknown>
+    }
+    const deadlineMs = Duration.toMillis(Duration.fromInputUnsafe(options.deadline ?? "10 seconds"))
     const quarter = Duration.millis(Math.max(1, Math.floor(deadlineMs / 4)))
     const lapseAfterMs = deadlineMs - Duration.toMillis(quarter)
-    const pingEvery = Duration.min(Duration.decode(options.pingInterval ?? "1 second"), quarter)
-    const pingTimeout = Duration.min(Duration.decode(options.pingTimeout ?? "5 seconds"), quarter)
+    const pingEvery = Duration.min(Duration.fromInputUnsafe(options.pingInterval ?? "1 second"), quarter)
+    const pingTimeout = Duration.min(Duration.fromInputUnsafe(options.pingTimeout ?? "5 seconds"), quarter)
     // idle_session_timeout exists from PostgreSQL 14
-    const version = yield* sql<{ v: number }>`SELECT current_setting('server_version_num')::int AS v`.pipe(
+    const version = yield* exec(sql<{ v: number }>`SELECT current_setting('server_version_num')::int AS v`).pipe(
       Effect.map((rows) => Number(rows[0]?.v ?? 0)),
       Effect.orElseSucceed(() => 0)
     )
@@ -418,16 +464,16 @@ export const make = (options: PgProviderOptions = {}): Effect.Effect<SemaphorePr
     const resetDeadline =
       sessionDeadline === null
         ? null
-        : yield* sql<{ v: string }>`SELECT reset_val AS v FROM pg_settings WHERE name = 'idle_session_timeout'`.pipe(
+        : yield* exec(sql<{ v: string }>`SELECT reset_val AS v FROM pg_settings WHERE name = 'idle_session_timeout'`).pipe(
             Effect.map((rows) => String(rows[0]?.v ?? "0")),
             Effect.orElseSucceed(() => "0")
           )
     // fencing tokens: one sequence for every slot name (a number that grows for all names grows for
     // each), kept by the database across provider restarts; none where it cannot be created
-    const fencing = yield* sql`CREATE SEQUENCE IF NOT EXISTS warp_semaphore_fence`.pipe(
+    const fencing = yield* exec(sql`CREATE SEQUENCE IF NOT EXISTS warp_semaphore_fence`).pipe(
       Effect.as(true),
-      Effect.catchAll(() =>
-        sql`SELECT 1 FROM pg_class WHERE relname = 'warp_semaphore_fence' AND relkind = 'S' AND pg_table_is_visible(oid)`.pipe(
+      Effect.catch(() =>
+        exec(sql`SELECT 1 FROM pg_class WHERE relname = 'warp_semaphore_fence' AND relkind = 'S' AND pg_table_is_visible(oid)`).pipe(
           Effect.map((rows) => rows.length > 0),
           Effect.orElseSucceed(() => false)
         )
@@ -435,43 +481,44 @@ export const make = (options: PgProviderOptions = {}): Effect.Effect<SemaphorePr
     )
     // lock-delay markers: one table for every slot name, kept by the database; none where it cannot be
     // created (the scan then frees a lost slot at once, as before)
-    const table = options.lockDelay === false ? false : yield* sql`CREATE TABLE IF NOT EXISTS warp_semaphore_marker (
-  lock_id bigint PRIMARY KEY, holder text NOT NULL, until timestamptz NOT NULL)`.pipe(
+    const table = options.lockDelay === false ? false : yield* exec(sql`CREATE TABLE IF NOT EXISTS warp_semaphore_marker (
+  lock_id bigint PRIMARY KEY, holder text NOT NULL, until timestamptz NOT NULL)`).pipe(
       Effect.as(true),
-      Effect.catchAll(() =>
-        sql`SELECT 1 FROM pg_class WHERE relname = 'warp_semaphore_marker' AND relkind = 'r' AND pg_table_is_visible(oid)`.pipe(
+      Effect.catch(() =>
+        exec(sql`SELECT 1 FROM pg_class WHERE relname = 'warp_semaphore_marker' AND relkind = 'r' AND pg_table_is_visible(oid)`).pipe(
           Effect.map((rows) => rows.length > 0),
           Effect.orElseSucceed(() => false)
         )
       )
     )
     // and the function the scan reads them with (without it, no markers either)
-    const markers = table && (yield* markerFunction(sql))
+    const markers = table && (yield* markerFunction(sql, exec))
     // markers left by holders that never came back are overwritten by the slot's next holder; those of
     // slots never taken again are swept here, once per provider start (an hour past their expiry)
     if (markers) {
-      yield* sql`DELETE FROM warp_semaphore_marker WHERE until < now() - interval '1 hour'`.pipe(Effect.ignore)
+      yield* exec(sql`DELETE FROM warp_semaphore_marker WHERE until < now() - interval '1 hour'`).pipe(Effect.ignore)
     }
     const every = options.retryInterval ?? "10 millis"
     const connections = options.multiplex?.connections
     if (connections !== undefined && (!Number.isInteger(connections) || connections < 1)) {
-      return yield* Effect.dieMessage(`multiplex.connections must be an integer >= 1, got ${connections}`)
+      return yield* Effect.die(new Error(`multiplex.connections must be an integer >= 1, got ${connections}`))
     }
     const fail = (name: string, message: string) => (cause: unknown) => new SemaphoreError({ name, message, cause })
 
-    // never interrupted: see the module note on pg_cancel_backend. On @effect/sql-pg's client, as named
-    // prepared statements (`pg/Named.ts`): the scan and the release are planned once per connection
-    const query = (lane: Lane, text: string, params: ReadonlyArray<unknown>): Effect.Effect<ReadonlyArray<any>, unknown> => {
-      const client = driverOf(lane.conn)
-      return client === undefined ? Effect.uninterruptible(lane.conn.executeUnprepared(text, params, undefined)) : runNamed(client, text, params)
-    }
+    // never interrupted: see the module note. On the provider's `pg` clients, as named prepared
+    // statements (`pg/Named.ts`): the scan and the release are planned once per connection
+    const query = (lane: Lane, text: string, params: ReadonlyArray<unknown>): Effect.Effect<ReadonlyArray<any>, unknown> =>
+      lane.via._tag === "Driver" ? runNamed(lane.via.client, text, params) : Effect.uninterruptible(lane.via.conn.executeUnprepared(text, params, undefined))
 
-    const runFork = Runtime.runFork(yield* Effect.runtime<never>())
+    const runFork = Effect.runForkWith(yield* Effect.context<never>())
 
     const openLane = Effect.gen(function* () {
       const scope = yield* Scope.make()
-      const conn = yield* sql.reserve.pipe(Scope.extend(scope), Effect.onError(() => Scope.close(scope, Exit.void)))
-      const lane: Lane = { conn, scope, held: new Set(), lost: yield* Deferred.make<void>(), token: randomUUID(), renewedAt: performance.now(), dead: false, watchdog: undefined, nextPingAt: 0, onDeath: new Set() }
+      const via: LaneConnection =
+        pool !== undefined
+          ? { _tag: "Driver", client: yield* pool.connect.pipe(Effect.onError(() => Scope.close(scope, Exit.void))) }
+          : { _tag: "Sql", conn: yield* sql.reserve.pipe(Scope.provide(scope), Effect.onError(() => Scope.close(scope, Exit.void))) }
+      const lane: Lane = { via, scope, held: new Set(), lost: yield* Deferred.make<void>(), token: randomUUID(), renewedAt: performance.now(), dead: false, watchdog: undefined, nextPingAt: 0, onDeath: new Set() }
       yield* onConnectionEnd(lane)
       return lane
     })
@@ -479,13 +526,13 @@ export const make = (options: PgProviderOptions = {}): Effect.Effect<SemaphorePr
     /**
      * Kills the lane as soon as the driver reports its connection ended or broken (a terminated
      * backend, a cut socket), so `slot.lost` completes within moments instead of at the next ping;
-     * the listeners come off before the connection goes back to the pool.
+     * the listeners come off as the client goes back to the pool (in one step).
      */
     const onConnectionEnd = (lane: Lane) =>
       Effect.suspend(() => {
-        // the driver's client (see `pg/Driver.ts`); any other SqlClient gets the ping alone
-        const client = driverOf(lane.conn)
-        if (client === undefined) return Effect.void
+        // the provider's `pg` client (see `pg/Driver.ts`); a connection of the SqlClient gets the ping alone
+        if (lane.via._tag !== "Driver") return Effect.void
+        const client = lane.via.client
         const ended = () => void runFork(kill(lane))
         client.on("end", ended)
         client.on("error", ended)
@@ -494,6 +541,7 @@ export const make = (options: PgProviderOptions = {}): Effect.Effect<SemaphorePr
           Effect.sync(() => {
             client.off("end", ended)
             client.off("error", ended)
+            client.release()
           })
         )
       })
@@ -597,11 +645,12 @@ export const make = (options: PgProviderOptions = {}): Effect.Effect<SemaphorePr
     const forget = (lane: Lane, id: string): Effect.Effect<void> =>
       markers
         ? Effect.asVoid(
-            Effect.forkDaemon(
-              sql.unsafe(FORGET, [id, lane.token]).pipe(
-                Effect.disconnect,
+            Effect.forkDetach(
+              Effect.suspend(() => (pool !== undefined ? pool.query(FORGET, [id, lane.token]) : sql.unsafe(FORGET, [id, lane.token]))).pipe(
+                // left behind at its timeout: it runs on in a fiber of its own
+                (once) => Effect.flatMap(Effect.forkDetach(once), Fiber.join),
                 Effect.timeout(quarter),
-                Effect.retry(Schedule.spaced("50 millis").pipe(Schedule.upTo(Duration.millis(deadlineMs)))),
+                Effect.retry(Schedule.spaced("50 millis").pipe(Schedule.upTo({ duration: Duration.millis(deadlineMs) }))),
                 Effect.ignore,
                 Effect.interruptible
               )
@@ -611,7 +660,7 @@ export const make = (options: PgProviderOptions = {}): Effect.Effect<SemaphorePr
 
     /** Drops whatever the connection still holds and gives it back to the pool. */
     const dispose = (lane: Lane) =>
-      query(lane, resetDeadline === null ? UNLOCK_ALL : UNLOCK_ALL_RESET, resetDeadline === null ? [] : [resetDeadline]).pipe(Effect.ignore, Effect.zipRight(Scope.close(lane.scope, Exit.void)))
+      query(lane, resetDeadline === null ? UNLOCK_ALL : UNLOCK_ALL_RESET, resetDeadline === null ? [] : [resetDeadline]).pipe(Effect.ignore, Effect.andThen(Scope.close(lane.scope, Exit.void)))
 
     /** The connection is unusable or its locks are in doubt: its slots are lost. */
     const kill = (lane: Lane): Effect.Effect<void> =>
@@ -624,8 +673,9 @@ export const make = (options: PgProviderOptions = {}): Effect.Effect<SemaphorePr
         const watchdog = lane.watchdog
         lane.watchdog = undefined
         return Deferred.succeed(lane.lost, undefined).pipe(
-          Effect.zipRight(Effect.forkDaemon(dispose(lane))),
-          Effect.zipRight(watchdog === undefined ? Effect.void : Fiber.interruptFork(watchdog))
+          Effect.andThen(Effect.forkDetach(dispose(lane))),
+          // the ping in flight is interrupted without waiting for it
+          Effect.andThen(Effect.sync(() => watchdog?.interruptUnsafe()))
         )
       })
 
@@ -636,9 +686,9 @@ export const make = (options: PgProviderOptions = {}): Effect.Effect<SemaphorePr
     const ping = (lane: Lane) =>
       Effect.suspend(() => {
         const sent = performance.now()
-        return Effect.forkDaemon(markers && lane.held.size > 0 ? query(lane, RENEW, [lane.token, deadlineMs, `{${[...lane.held].join(",")}}`]) : query(lane, "SELECT 1", [])).pipe(
+        return Effect.forkDetach(markers && lane.held.size > 0 ? query(lane, RENEW, [lane.token, deadlineMs, `{${[...lane.held].join(",")}}`]) : query(lane, "SELECT 1", [])).pipe(
           Effect.flatMap((f) => {
-            const answer = Effect.timeoutFail(Fiber.join(f), { duration: pingTimeout, onTimeout: () => "ping timed out" })
+            const answer = Effect.timeoutOrElse(Fiber.join(f), { duration: pingTimeout, orElse: () => Effect.fail("ping timed out") })
             // a timeout that fires far later than it was due means this process was paused (stopped, a
             // long GC) while the ping was out, not that the server was slow: the answer may already wait
             // in the socket, so it gets one more timeout from now (a session that died meanwhile fails
@@ -680,12 +730,12 @@ export const make = (options: PgProviderOptions = {}): Effect.Effect<SemaphorePr
         if (lane.dead) watched.delete(lane)
         else if (lane.watchdog === undefined && now >= lane.nextPingAt) {
           const fiber = runFork(pingTask(lane))
-          if (fiber.unsafePoll() === null) lane.watchdog = fiber
+          if (fiber.pollUnsafe() === undefined) lane.watchdog = fiber
         }
       }
       return handedOver.size === 0 ? Effect.void : sweepHandedOver
     })
-    yield* Effect.forkScoped(Effect.interruptible(Effect.forever(Effect.zipRight(Effect.sleep(Duration.millis(Math.max(1, pingEveryMs / 4))), tick))))
+    yield* Effect.forkScoped(Effect.interruptible(Effect.forever(Effect.andThen(Effect.sleep(Duration.millis(Math.max(1, pingEveryMs / 4))), tick))))
 
     /** The lane is pinged from now on, first `pingInterval` from now. */
     const watch = (lane: Lane) =>
@@ -749,7 +799,7 @@ export const make = (options: PgProviderOptions = {}): Effect.Effect<SemaphorePr
 SELECT released, ${markers} AND set_config('synchronous_commit', 'off', true) IS NOT NULL AS async FROM r`.compile()
         return query(lane, text, params).pipe(
           Effect.matchEffect({
-            onFailure: () => Effect.zipRight(kill(lane), forget(lane, id)),
+            onFailure: () => Effect.andThen(kill(lane), forget(lane, id)),
             onSuccess: () => Effect.sync(() => void lane.held.delete(id))
           })
         )
@@ -786,13 +836,13 @@ SELECT released, ${markers} AND set_config('synchronous_commit', 'off', true) IS
           if (!holds()) return Effect.failSync(() => new SemaphoreError({ name, message: "slot no longer held" }))
           const failed = (cause: unknown) => new SemaphoreError({ name, message: "finalizing statement failed on the slot connection", cause })
           const lostMeanwhile = () => new SemaphoreError({ name, message: "slot connection lost during the finalizing statement" })
-          const client = driverOf(lane.conn)
+          const via = lane.via
           // the statement itself is never interrupted (see the module note); a lane lost meanwhile ends
           // the wait. On the driver's client, one callback each (no fiber); else a race of two fibers
           // (made interruptible: a finalizing write runs uninterruptibly, and the race awaits its loser)
           const outcome =
-            client !== undefined
-              ? Effect.async<ReadonlyArray<unknown>, SemaphoreError>((resume) => {
+            via._tag === "Driver"
+              ? Effect.callback<ReadonlyArray<unknown>, SemaphoreError>((resume) => {
                   let finished = false
                   const onDeath = () => {
                     if (finished) return
@@ -802,7 +852,7 @@ SELECT released, ${markers} AND set_config('synchronous_commit', 'off', true) IS
                   // a lane that died since `holds()` was asked has run its death callbacks already
                   if (lane.dead) return onDeath()
                   lane.onDeath.add(onDeath)
-                  queryNamed(client, text, params, (err, rows) => {
+                  queryNamed(via.client, text, params, (err, rows) => {
                     lane.onDeath.delete(onDeath)
                     if (finished) return
                     finished = true
@@ -813,21 +863,20 @@ SELECT released, ${markers} AND set_config('synchronous_commit', 'off', true) IS
                     lane.onDeath.delete(onDeath)
                   })
                 })
-              : Effect.flatMap(Effect.forkDaemon(query(lane, text, params)), (f) =>
+              : Effect.flatMap(Effect.forkDetach(query(lane, text, params)), (f) =>
                   Effect.raceFirst(
                     Effect.interruptible(Effect.mapError(Fiber.join(f), failed)),
-                    Effect.interruptible(Effect.zipRight(Deferred.await(lane.lost), Effect.failSync(lostMeanwhile)))
+                    Effect.interruptible(Effect.andThen(Deferred.await(lane.lost), Effect.failSync(lostMeanwhile)))
                   )
                 )
           return outcome.pipe(
-            Effect.tapBoth({
-              onFailure: () => kill(lane),
-              onSuccess: () =>
-                Effect.sync(() => {
-                  mine = false
-                  lane.held.delete(id)
-                })
-            })
+            Effect.tapError(() => kill(lane)),
+            Effect.tap(() =>
+              Effect.sync(() => {
+                mine = false
+                lane.held.delete(id)
+              })
+            )
           )
         })
       const fusedOnce: FusedRelease = {
@@ -860,7 +909,7 @@ SELECT released, ${markers} AND set_config('synchronous_commit', 'off', true) IS
         if (performance.now() - Math.max(sentAt, lane.renewedAt) < lapseAfterMs) return Effect.succeed(false)
         return ping(lane).pipe(
           Effect.map(() => lane.dead),
-          Effect.catchAll(() => Effect.as(kill(lane), true))
+          Effect.catch(() => Effect.as(kill(lane), true))
         )
       })
 
@@ -906,7 +955,7 @@ SELECT released, ${markers} AND set_config('synchronous_commit', 'off', true) IS
         }
         if (list.length === 0) handedOver.delete(name)
       }
-      return stale.length === 0 ? Effect.void : Effect.asVoid(Effect.forkDaemon(Effect.all(stale, { discard: true })))
+      return stale.length === 0 ? Effect.void : Effect.asVoid(Effect.forkDetach(Effect.all(stale, { discard: true })))
     })
 
     /** Default: one reserved connection per held slot. */
@@ -1000,7 +1049,7 @@ SELECT released, ${markers} AND set_config('synchronous_commit', 'off', true) IS
     }
     const service: SemaphoreProviderService = {
       tryAcquire: (name, limit, timeout) =>
-        Effect.zipRight(
+        Effect.andThen(
           validateLimit(name, limit),
           Effect.suspend(() => {
             const scan = limit > SCAN_ALL ? attemptWindows(name, limit) : attempt(name, slotIds(name, limit))
@@ -1016,8 +1065,10 @@ SELECT released, ${markers} AND set_config('synchronous_commit', 'off', true) IS
   })
 
 /**
- * The PostgreSQL provider Layer. Requires a `SqlClient` whose pool can hold one connection per
- * held slot, or `multiplex.connections` connections when multiplexing.
+ * The PostgreSQL provider Layer over the `SqlClient` in context. Its slot connections come from a pool
+ * of its own (see the module note) that must hold one connection per held slot, or
+ * `multiplex.connections` connections when multiplexing (its size: the `PgClient`'s `maxConnections`,
+ * or `connection.maxConnections`).
  */
 export const layer = (options: PgProviderOptions = {}): Layer.Layer<SemaphoreProvider, never, SqlClient.SqlClient> =>
-  Layer.scoped(SemaphoreProvider, make(options))
+  Layer.effect(SemaphoreProvider, make(options))

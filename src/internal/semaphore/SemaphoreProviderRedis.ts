@@ -33,7 +33,6 @@ import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
-import * as Runtime from "effect/Runtime"
 import * as Schedule from "effect/Schedule"
 import type * as Scope from "effect/Scope"
 import {
@@ -52,17 +51,17 @@ export interface RedisProviderOptions {
   /** Prefix of the hash keys (default `"warp:semaphore:"`). */
   readonly prefix?: string
   /** How long a slot stays held without a heartbeat (default 10 seconds). */
-  readonly lease?: Duration.DurationInput
+  readonly lease?: Duration.Input
   /** How often a held slot's lease is extended (default a third of the lease). */
-  readonly heartbeat?: Duration.DurationInput
+  readonly heartbeat?: Duration.Input
   /** How often a waiting `tryAcquire` retries (default 10 ms). */
-  readonly retryInterval?: Duration.DurationInput
+  readonly retryInterval?: Duration.Input
   /**
    * How long before the end of a lease (as the holder counts it) an unrenewed holder gives its slot
    * up (`slot.lost`) (default a tenth of the lease, at least 50 ms). Covers clock-rate drift between
    * the holder and Redis and the time the holder needs to stop.
    */
-  readonly margin?: Duration.DurationInput
+  readonly margin?: Duration.Input
 }
 
 /** Options of {@link layer}: the provider options and the connection. */
@@ -170,11 +169,11 @@ export const make = (client: RedisClient, options: RedisProviderOptions = {}): E
   Effect.gen(function* () {
     const scope = yield* Effect.scope
     const prefix = options.prefix ?? "warp:semaphore:"
-    const lease = Duration.decode(options.lease ?? "10 seconds")
+    const lease = Duration.fromInputUnsafe(options.lease ?? "10 seconds")
     const leaseMs = Math.max(1, Math.round(Duration.toMillis(lease)))
-    const heartbeat = options.heartbeat === undefined ? Duration.millis(leaseMs / 3) : Duration.decode(options.heartbeat)
+    const heartbeat = options.heartbeat === undefined ? Duration.millis(leaseMs / 3) : Duration.fromInputUnsafe(options.heartbeat)
     const every = options.retryInterval ?? "10 millis"
-    const marginMs = options.margin === undefined ? Math.max(50, leaseMs / 10) : Duration.toMillis(Duration.decode(options.margin))
+    const marginMs = options.margin === undefined ? Math.max(50, leaseMs / 10) : Duration.toMillis(Duration.fromInputUnsafe(options.margin))
     client.defineCommand("warpSemaphoreAcquire", { numberOfKeys: 1, lua: ACQUIRE })
     client.defineCommand("warpSemaphoreRelease", { numberOfKeys: 1, lua: RELEASE })
     client.defineCommand("warpSemaphoreRenew", { numberOfKeys: 1, lua: RENEW })
@@ -197,10 +196,10 @@ export const make = (client: RedisClient, options: RedisProviderOptions = {}): E
       )
       const heartbeats = renew.pipe(Effect.repeat(Schedule.spaced(heartbeat)), Effect.delay(heartbeat))
       const deadline: Effect.Effect<void> = Effect.flatMap(Clock.currentTimeMillis, (t) =>
-        t >= lease.validUntil ? Effect.void : Effect.zipRight(Effect.sleep(Duration.millis(lease.validUntil - t)), deadline)
+        t >= lease.validUntil ? Effect.void : Effect.andThen(Effect.sleep(Duration.millis(lease.validUntil - t)), deadline)
       )
       return Effect.raceFirst(Effect.ignore(heartbeats), deadline).pipe(
-        Effect.zipRight(Deferred.succeed(lost, undefined)),
+        Effect.andThen(Deferred.succeed(lost, undefined)),
         Effect.asVoid,
         // forked from an uninterruptible acquisition: the heartbeat itself must be interruptible
         Effect.interruptible,
@@ -225,7 +224,7 @@ export const make = (client: RedisClient, options: RedisProviderOptions = {}): E
         // the holder-side deadline passed (a pause can outrun the deadline's own timer), or the slot was lost
         const lapsed = Effect.flatMap(Clock.currentTimeMillis, (t) => (t >= lease.validUntil ? Effect.succeed(true) : Deferred.isDone(lost)))
         const release = Fiber.interrupt(fiber).pipe(
-          Effect.zipRight(call(name, "release script failed", () => scripts.warpSemaphoreRelease(key, slot, token))),
+          Effect.andThen(call(name, "release script failed", () => scripts.warpSemaphoreRelease(key, slot, token))),
           Effect.ignore
         )
         return Option.some({ slot: { name, index: slot, lost: Deferred.await(lost), fence, lapsed }, release })
@@ -233,7 +232,7 @@ export const make = (client: RedisClient, options: RedisProviderOptions = {}): E
 
     const service: SemaphoreProviderService = {
       tryAcquire: (name, limit, timeout) =>
-        Effect.zipRight(
+        Effect.andThen(
           validateLimit(name, limit),
           Effect.suspend(() => {
             const restarted: { uptime: number | undefined } = { uptime: undefined }
@@ -255,13 +254,13 @@ export const make = (client: RedisClient, options: RedisProviderOptions = {}): E
 
 /** A Redis provider Layer owning its own ioredis client (connected when built, closed with the Layer). */
 export const layer = (options: RedisLayerOptions = {}): Layer.Layer<SemaphoreProvider, SemaphoreError | MissingPeerDependency> =>
-  Layer.scoped(
+  Layer.effect(
     SemaphoreProvider,
     Effect.gen(function* () {
       const { Redis } = yield* importPeer("ioredis", "warp-effect/redis", () => import("ioredis"))
       const client = yield* Effect.acquireRelease(
         Effect.sync(() => {
-          const leaseMs = Duration.toMillis(Duration.decode(options.lease ?? "10 seconds"))
+          const leaseMs = Duration.toMillis(Duration.fromInputUnsafe(options.lease ?? "10 seconds"))
           // a Redis that stops answering fails calls instead of hanging them (the deadline needs answers)
           const defaults = { lazyConnect: true, maxRetriesPerRequest: 2, commandTimeout: Math.max(100, Math.min(2000, Math.round(leaseMs / 3))) }
           return typeof options.redis === "string"
@@ -272,7 +271,7 @@ export const layer = (options: RedisLayerOptions = {}): Layer.Layer<SemaphorePro
       )
       // ioredis reconnects by itself; without a listener it prints every failed reconnection as an
       // "Unhandled error event". One warning when Redis becomes unreachable, one line when it is back.
-      const runFork = Runtime.runFork(yield* Effect.runtime<never>())
+      const runFork = Effect.runForkWith(yield* Effect.context<never>())
       let down = false
       client.on("error", (error: Error) => {
         if (down) return

@@ -331,7 +331,7 @@ export interface JobStoreService {
 }
 
 /** The job store service tag. Provide `JobStorePg.layer` or `JobStoreMemory.layer`. */
-export class JobStore extends Context.Tag("warp/JobStore")<JobStore, JobStoreService>() {}
+export class JobStore extends Context.Service<JobStore, JobStoreService>()("warp/JobStore") {}
 
 /**
  * Whether `id` could be a stored job id: a string PostgreSQL can hold (no NUL, no unpaired
@@ -371,7 +371,7 @@ export const matchesFilter = (j: Job, f: JobFilter): boolean => {
 }
 
 const KeyedRow = Schema.Struct({
-  policies: Schema.Struct({ concurrency: Schema.Struct({ value: Schema.Struct({ key: Schema.Union(Schema.String, Schema.Number) }) }) })
+  policies: Schema.Struct({ concurrency: Schema.Struct({ value: Schema.Struct({ key: Schema.Union([Schema.String, Schema.Number]) }) }) })
 })
 const isKeyedRow = Schema.is(KeyedRow)
 
@@ -393,7 +393,7 @@ export const emptyCounts = (): Record<JobState, number> => ({
 const FifoRow = Schema.Struct({
   policies: Schema.Struct({
     concurrency: Schema.Struct({
-      value: Schema.Struct({ mode: Schema.Literal("Fifo"), key: Schema.Union(Schema.String, Schema.Number), limit: Schema.Unknown })
+      value: Schema.Struct({ mode: Schema.Literal("Fifo"), key: Schema.Union([Schema.String, Schema.Number]), limit: Schema.Unknown })
     })
   })
 })
@@ -415,7 +415,7 @@ export const fifoPolicyOf = (job: Job): { readonly key: string; readonly limit: 
 const FairRow = Schema.Struct({
   policies: Schema.Struct({
     concurrency: Schema.Struct({
-      value: Schema.Struct({ mode: Schema.String, key: Schema.Union(Schema.String, Schema.Number), weight: Schema.Number })
+      value: Schema.Struct({ mode: Schema.String, key: Schema.Union([Schema.String, Schema.Number]), weight: Schema.Number })
     })
   })
 })

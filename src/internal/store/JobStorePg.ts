@@ -20,7 +20,7 @@
  *
  * @since 0.1.0
  */
-import * as SqlClient from "@effect/sql/SqlClient"
+import * as SqlClient from "effect/sql/SqlClient"
 import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
@@ -57,8 +57,9 @@ export { insertChunk, originEntry, rowToJob }
 export interface PgStoreOptions {
   /**
    * Run the worker's hot statements (the claim, the finalizing writes) as named prepared statements,
-   * planned once per connection (default true). Turn off behind a connection pooler in transaction
-   * mode that cannot keep prepared statements.
+   * planned once per connection (default true; @effect/sql-pg keeps them, see `PgClientConfig.prepare`).
+   * Turn off behind a connection pooler in transaction mode that cannot keep prepared statements (and
+   * set `prepare: false` on the client, for the store's other statements).
    */
   readonly preparedStatements?: boolean | undefined
   /** Run the core migrations when the layer is built (default true). */
@@ -67,7 +68,7 @@ export interface PgStoreOptions {
    * How often the counted audit entries are folded into the counters' rows (default 2 seconds): a read
    * of the counters aggregates the entries written since the last fold.
    */
-  readonly counterRollUp?: Duration.DurationInput | undefined
+  readonly counterRollUp?: Duration.Input | undefined
 }
 
 /** Builds the PostgreSQL store on the `SqlClient` in context, with `options`. */
@@ -81,7 +82,7 @@ export const makeWith = (options: PgStoreOptions = {}) => Effect.gen(function* (
   const batchedInsert = yield* makeBatchedInsert(sql)
   // the first fold one interval after the store starts, then one per interval
   const every = options.counterRollUp ?? "2 seconds"
-  yield* Effect.forkScoped(Effect.interruptible(Effect.forever(Effect.zipRight(Effect.sleep(every), Effect.ignore(rollUpCounters(sql))))))
+  yield* Effect.forkScoped(Effect.interruptible(Effect.forever(Effect.andThen(Effect.sleep(every), Effect.ignore(rollUpCounters(sql))))))
 
   const service: JobStoreService = {
     insert: batchedInsert,
@@ -114,13 +115,13 @@ export const make = makeWith()
 
 /** The PostgreSQL store with `options` (migrations run when built, unless `migrate: false`). */
 export const layerWith = (options: PgStoreOptions = {}): Layer.Layer<JobStore, StoreError, SqlClient.SqlClient> =>
-  Layer.scoped(
+  Layer.effect(
     JobStore,
-    options.migrate === false ? makeWith(options) : Migrations.core.pipe(Effect.mapError(fail("migrate")), Effect.zipRight(makeWith(options)))
+    options.migrate === false ? makeWith(options) : Migrations.core.pipe(Effect.mapError(fail("migrate")), Effect.andThen(makeWith(options)))
   )
 
 /** The PostgreSQL store; runs the core migrations when built. Requires a `SqlClient` (e.g. `PgClient.layer`). */
 export const layer: Layer.Layer<JobStore, StoreError, SqlClient.SqlClient> = layerWith()
 
 /** The PostgreSQL store without running migrations (when the app migrates on its own). */
-export const layerWithoutMigrations: Layer.Layer<JobStore, never, SqlClient.SqlClient> = Layer.scoped(JobStore, make)
+export const layerWithoutMigrations: Layer.Layer<JobStore, never, SqlClient.SqlClient> = Layer.effect(JobStore, make)

@@ -12,8 +12,8 @@
  *
  * @since 0.3.0
  */
-import type * as SqlClient from "@effect/sql/SqlClient"
-import type * as Statement from "@effect/sql/Statement"
+import type * as SqlClient from "effect/sql/SqlClient"
+import type * as Statement from "effect/sql/Statement"
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import { isWindow } from "./JobStore.js"
@@ -202,7 +202,7 @@ export const makeWithStatements = (sql: SqlClient.SqlClient, { reuseRankingFromM
    * Runs a read with JIT off: the planner's estimates of the per-key lateral reads are far above their
    * cost, which switched JIT on and spent ~1.7 s of a ~2 s live view compiling (10^5 keys, 10^6 jobs).
    */
-  const withoutJit = <A, E, R>(read: Effect.Effect<A, E, R>) => sql.withTransaction(Effect.zipRight(sql`SET LOCAL jit = off`, read))
+  const withoutJit = <A, E, R>(read: Effect.Effect<A, E, R>) => sql.withTransaction(Effect.andThen(sql`SET LOCAL jit = off`, read))
 
   // the last ranking, and whether one is being computed
   interface Ranking {
@@ -231,7 +231,7 @@ export const makeWithStatements = (sql: SqlClient.SqlClient, { reuseRankingFromM
     if (kept !== undefined && reuseMs > 0) {
       if (now - kept.at >= reuseMs && !refreshing) {
         refreshing = true
-        yield* Effect.forkDaemon(rank.pipe(Effect.ignore, Effect.ensuring(Effect.sync(() => void (refreshing = false)))))
+        yield* Effect.forkDetach(rank.pipe(Effect.ignore, Effect.ensuring(Effect.sync(() => void (refreshing = false)))))
       }
       return { ranking: kept, reused: true }
     }

@@ -7,9 +7,9 @@
  *
  * @since 0.1.0
  */
-import * as Migrator from "@effect/sql/Migrator"
-import type * as SqlClient from "@effect/sql/SqlClient"
-import type { SqlError } from "@effect/sql/SqlError"
+import * as Migrator from "effect/sql/Migrator"
+import type * as SqlClient from "effect/sql/SqlClient"
+import type { SqlError } from "effect/sql/SqlError"
 import type * as Effect from "effect/Effect"
 import concurrency0001 from "../../../migrations/concurrency/0001_warp_concurrency_limits.js"
 import concurrency0002 from "../../../migrations/concurrency/0002_warp_concurrency_limits_expiry.js"

@@ -65,14 +65,14 @@ class Live {
 let keys = 0
 const freshKey = (label: string) => `contract:${Date.now().toString(36)}:${Math.random().toString(36).slice(2, 8)}:${keys++}:${label}`
 
-const acquire = (name: string, limit: number, timeout: import("effect/Duration").DurationInput = 0) =>
+const acquire = (name: string, limit: number, timeout: import("effect/Duration").Input = 0) =>
   Effect.flatMap(SemaphoreProvider, (p) => p.tryAcquire(name, limit, timeout))
 
 /** Acquires in a scope of its own; returns the slot and the effect that closes that scope. */
 const holdOpen = (name: string, limit: number) =>
   Effect.gen(function* () {
     const scope = yield* Scope.make()
-    const slot = yield* Scope.extend(acquire(name, limit), scope)
+    const slot = yield* Scope.provide(acquire(name, limit), scope)
     return { slot, close: Scope.close(scope, Exit.void) }
   })
 
@@ -174,7 +174,7 @@ export const suite = <E>(name: string, makeLayer: () => Layer.Layer<SemaphorePro
     const endings: ReadonlyArray<readonly [string, Effect.Effect<unknown, unknown>]> = [
       ["success", Effect.void],
       ["failure", Effect.fail("boom")],
-      ["defect", Effect.dieMessage("bug")]
+      ["defect", Effect.die(new Error("bug"))]
     ]
     for (const [ending, body] of endings) {
       test(`releases when the holder's scope closes: ${ending}`, () =>
@@ -202,13 +202,14 @@ export const suite = <E>(name: string, makeLayer: () => Layer.Layer<SemaphorePro
       Effect.gen(function* () {
         const k = freshKey("interrupt")
         const acquired = yield* Deferred.make<void>()
-        const holder = yield* Effect.fork(
-          Effect.scoped(Effect.zipRight(acquire(k, 1), Effect.zipRight(Deferred.succeed(acquired, undefined), Effect.never)))
+        const holder = yield* Effect.forkChild(
+          Effect.scoped(Effect.andThen(acquire(k, 1), Effect.andThen(Deferred.succeed(acquired, undefined), Effect.never)))
         )
         yield* Deferred.await(acquired)
         expect(yield* isFree(k)).toBe(false)
-        const exit = yield* Fiber.interrupt(holder)
-        expect(Exit.isInterrupted(exit)).toBe(true)
+        yield* Fiber.interrupt(holder)
+        const exit = yield* Fiber.await(holder)
+        expect(Exit.hasInterrupts(exit)).toBe(true)
         expect(yield* isFree(k)).toBe(true)
       }))
 
@@ -226,7 +227,7 @@ export const suite = <E>(name: string, makeLayer: () => Layer.Layer<SemaphorePro
           })
         )
         const exit = yield* Effect.exit(Effect.timeout(holder, "500 millis"))
-        expect(Exit.isFailure(exit) && Cause.isTimeoutException(Cause.squash(exit.cause))).toBe(true)
+        expect(Exit.isFailure(exit) && Cause.isTimeoutError(Cause.squash(exit.cause))).toBe(true)
         expect(yield* Deferred.isDone(acquired)).toBe(true)
         expect(yield* isFree(k)).toBe(true)
       }))
@@ -259,7 +260,7 @@ export const suite = <E>(name: string, makeLayer: () => Layer.Layer<SemaphorePro
         const held = yield* holdOpen(k, 1)
         const started = yield* Deferred.make<void>()
         const released = yield* Deferred.make<void>()
-        const waiter = yield* Effect.fork(
+        const waiter = yield* Effect.forkChild(
           Effect.scoped(
             Effect.gen(function* () {
               yield* Deferred.succeed(started, undefined)
@@ -272,7 +273,7 @@ export const suite = <E>(name: string, makeLayer: () => Layer.Layer<SemaphorePro
         yield* Deferred.await(started)
         // while the waiter waits, a probe of our own also finds the key full (and lets time pass)
         expect(Option.isNone(yield* Effect.scoped(acquire(k, 1, "200 millis")))).toBe(true)
-        expect(Option.isNone(yield* Fiber.poll(waiter))).toBe(true)
+        expect(waiter.pollUnsafe()).toBeUndefined()
         yield* Deferred.succeed(released, undefined)
         yield* held.close
         expect(yield* Fiber.join(waiter)).toEqual({ got: true, afterRelease: true })
@@ -285,7 +286,7 @@ export const suite = <E>(name: string, makeLayer: () => Layer.Layer<SemaphorePro
         const held = yield* holdOpen(k, 1)
         const start = Date.now()
         const exit = yield* Effect.exit(Effect.timeout(Effect.scoped(acquire(k, 1, "30 seconds")), "200 millis"))
-        expect(Exit.isFailure(exit) && Cause.isTimeoutException(Cause.squash(exit.cause))).toBe(true)
+        expect(Exit.isFailure(exit) && Cause.isTimeoutError(Cause.squash(exit.cause))).toBe(true)
         expect(Date.now() - start).toBeLessThan(10_000)
         yield* held.close
         expect(yield* isFree(k)).toBe(true)
@@ -297,7 +298,7 @@ export const suite = <E>(name: string, makeLayer: () => Layer.Layer<SemaphorePro
           const exit = yield* Effect.exit(Effect.scoped(acquire(freshKey("bad"), bad)))
           expect(Exit.isFailure(exit)).toBe(true)
           if (Exit.isFailure(exit)) {
-            const failure = Cause.failureOption(exit.cause)
+            const failure = Cause.findErrorOption(exit.cause)
             expect(Option.isSome(failure) && failure.value instanceof SemaphoreError).toBe(true)
           }
         }

@@ -7,17 +7,15 @@
  * @since 0.2.0
  */
 import * as Clock from "effect/Clock"
+import * as Context from "effect/Context"
 import * as Data from "effect/Data"
 import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import * as FiberRef from "effect/FiberRef"
 import * as Layer from "effect/Layer"
-import * as Logger from "effect/Logger"
-import * as LogLevel from "effect/LogLevel"
 import * as Option from "effect/Option"
-import * as TestClock from "effect/TestClock"
-import * as TestContext from "effect/TestContext"
+import * as References from "effect/References"
+import * as TestClock from "effect/testing/TestClock"
 import { LOCK_PREFIX } from "../concurrency/ConcurrencyBehavior.js"
 import type { JobContract } from "../job/Contract.js"
 import type { AnyHandler, Requirements } from "../job/Handler.js"
@@ -72,7 +70,7 @@ interface Script {
   readonly inside: <A, E, R>(key: string, body: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
 }
 
-const currentScript = FiberRef.unsafeMake<Script | undefined>(undefined)
+const currentScript = Context.Reference<Script | undefined>("warp-effect/testing/TestRuntime/currentScript", { defaultValue: () => undefined })
 
 /**
  * Plays the generated part of the job `jobId` inside your handler (or inside a fake of a service
@@ -85,14 +83,14 @@ const currentScript = FiberRef.unsafeMake<Script | undefined>(undefined)
  */
 export const play = (jobId: string): Effect.Effect<void, SimulatedFailure> =>
   Effect.gen(function* () {
-    const script = yield* FiberRef.get(currentScript)
-    if (script === undefined) return yield* Effect.dieMessage("TestRuntime.play runs only inside TestRuntime.run")
+    const script = yield* currentScript
+    if (script === undefined) return yield* Effect.die(new Error("TestRuntime.play runs only inside TestRuntime.run"))
     const job = yield* script.jobOf(jobId)
     const body = Effect.gen(function* () {
       if (job.durationMs > 0) yield* Effect.sleep(job.durationMs)
-      else yield* Effect.yieldNow()
+      else yield* Effect.yieldNow
       if (job.result === "fail") return yield* new SimulatedFailure({ index: job.index })
-      if (job.result === "die") return yield* Effect.dieMessage(`simulated defect in job ${job.index}`)
+      if (job.result === "die") return yield* Effect.die(new Error(`simulated defect in job ${job.index}`))
     })
     yield* job.concurrency === null ? body : script.inside(job.concurrency.key, body)
   })
@@ -129,7 +127,7 @@ export interface RunOptions<H extends ReadonlyArray<AnyHandler>, E, R> {
   /** Your own semaphore provider instead of the memory one. */
   readonly semaphoreProvider?: Layer.Layer<SemaphoreProvider> | undefined
   /** How far virtual time may run before the run fails with {@link NotSettled} (default 1 hour). */
-  readonly maxVirtualTime?: Duration.DurationInput | undefined
+  readonly maxVirtualTime?: Duration.Input | undefined
   /** Keep the worker's log lines (default false: a property test's hundreds of runs stay quiet). */
   readonly logs?: boolean | undefined
 }
@@ -214,7 +212,7 @@ const counting = (inner: SemaphoreProviderService, peaks: Peaks): SemaphoreProvi
   tryAcquire: (name, limit, timeout) =>
     Effect.tap(inner.tryAcquire(name, limit, timeout), (slot) =>
       Option.isSome(slot) && name.startsWith(LOCK_PREFIX)
-        ? Effect.zipRight(
+        ? Effect.andThen(
             Effect.sync(() => peaks.enter(name.slice(LOCK_PREFIX.length))),
             Effect.addFinalizer(() => Effect.sync(() => peaks.exit(name.slice(LOCK_PREFIX.length))))
           )
@@ -245,8 +243,8 @@ export const run = <const H extends ReadonlyArray<AnyHandler>, E = never, R = ne
     workerId: "test-runtime",
     ...options.worker
   }
-  const step = Duration.toMillis(Duration.decode(workerOptions.pollInterval ?? "10 millis"))
-  const budget = Duration.toMillis(Duration.decode(options.maxVirtualTime ?? "1 hour"))
+  const step = Duration.toMillis(workerOptions.pollInterval ?? "10 millis")
+  const budget = Duration.toMillis(options.maxVirtualTime ?? "1 hour")
   const peaks = new Peaks()
   const inside = new Peaks()
   const runs = new Map<string, number>()
@@ -297,7 +295,7 @@ export const run = <const H extends ReadonlyArray<AnyHandler>, E = never, R = ne
             ids[job.index] = list
             for (const id of list) yield* Effect.flatMap(slot(id), (d) => Deferred.succeed(d, job))
           }
-        }).pipe(Effect.intoDeferred(arrived))
+        }).pipe(Deferred.into(arrived))
       )
       const store = yield* JobStore
       let elapsed = 0
@@ -352,9 +350,10 @@ export const run = <const H extends ReadonlyArray<AnyHandler>, E = never, R = ne
         elapsedMs: end - start
       } satisfies RunResult
     })
-    return yield* Effect.scoped(body).pipe(Effect.provide(warp), Effect.locally(currentScript, script))
+    // `local`: a fresh memory store and provider for every run, never ones memoized by an outer `provide`
+    return yield* Effect.scoped(body).pipe(Effect.provide(warp, { local: true }), Effect.provideService(currentScript, script))
   }).pipe(
-    options.logs === true ? (self) => self : Logger.withMinimumLogLevel(LogLevel.None),
-    Effect.provide(TestContext.TestContext)
+    options.logs === true ? (self) => self : Effect.provideService(References.MinimumLogLevel, "None"),
+    Effect.provide(TestClock.layer(), { local: true })
   ) as Effect.Effect<RunResult, E | NotSettled, Exclude<Requirements<H[number]> | R, Warp.Services>>
 }

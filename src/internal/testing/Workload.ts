@@ -1,12 +1,12 @@
 /**
  * Generated enqueue schedules for property tests: jobs with an optional concurrency declaration
  * (`Mutex(key)` = limit 1, `Semaphore(key, N)`; Skip or Wait), a handler duration, a handler result
- * (succeed, fail or die) and an arrival offset. The arbitraries are `effect/FastCheck` ones (Effect
- * re-exports fast-check), so a test needs no other import; run a workload with `TestRuntime.run`.
+ * (succeed, fail or die) and an arrival offset. The arbitraries are `fast-check` ones (an optional
+ * peer dependency: Effect 4 no longer re-exports fast-check); run a workload with `TestRuntime.run`.
  *
  * @since 0.2.0
  */
-import * as fc from "effect/FastCheck"
+import * as fc from "fast-check"
 import { JobParameters } from "../publisher/JobParameters.js"
 
 /**

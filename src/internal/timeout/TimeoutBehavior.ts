@@ -38,16 +38,17 @@ export const behavior: Behavior = {
         }
       }
       return yield* Effect.scoped(next).pipe(
-        Effect.timeoutTo({
+        Effect.timeoutOrElse({
           duration: Duration.millis(budget),
-          onSuccess: (o: Outcome) => o,
-          onTimeout: () =>
-            Outcome.Failed({
-              error:
-                deadline === undefined
-                  ? `Timed out after ${budget} ms (PerAttempt)`
-                  : `Timed out: Total deadline ${new Date(deadline).toISOString()} reached ${budget} ms into this attempt`
-            })
+          orElse: () =>
+            Effect.succeed(
+              Outcome.Failed({
+                error:
+                  deadline === undefined
+                    ? `Timed out after ${budget} ms (PerAttempt)`
+                    : `Timed out: Total deadline ${new Date(deadline).toISOString()} reached ${budget} ms into this attempt`
+              })
+            )
         })
       )
     })

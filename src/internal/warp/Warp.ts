@@ -6,7 +6,7 @@
  *
  * @since 0.2.0
  */
-import type * as SqlClient from "@effect/sql/SqlClient"
+import type * as SqlClient from "effect/sql/SqlClient"
 import * as Layer from "effect/Layer"
 import * as CircuitBreakerAddon from "../circuitbreaker/CircuitBreakerAddon.js"
 import type { CircuitBreakerState } from "../circuitbreaker/CircuitBreakerState.js"

@@ -55,8 +55,8 @@ export const make = (store: JobStoreService, state: WorkerState): Finalizer => {
   /** The trail of a job whose finished attempt's result could not be written before another attempt took it. */
   const lostInOutage = (job: Job, outcome: Outcome, seconds: number) =>
     Effect.gen(function* () {
-      const now = yield* Effect.either(store.get(job.id))
-      const current = now._tag === "Right" && now.right._tag === "Some" ? now.right.value.job : undefined
+      const now = yield* Effect.result(store.get(job.id))
+      const current = now._tag === "Success" && now.success._tag === "Some" ? now.success.value.job : undefined
       // the row says what this write would have said, at this attempt: an earlier try of the write
       // landed, only its answer was lost (the connection broke after the statement) — nothing was lost.
       // (A Requeued result read back as Enqueued may also be another claim's requeue: the job runs
@@ -108,18 +108,18 @@ export const make = (store: JobStoreService, state: WorkerState): Finalizer => {
             }
           }
         }
-        const result = yield* Effect.either(
+        const result = yield* Effect.result(
           health.observe(store.finalize({ job, workerId: state.config.workerId, outcome, metadata, handlerRan: ran.has(job.id), release: fused, claim }))
         )
         fused = undefined
         const now = yield* Clock.currentTimeMillis
-        if (result._tag === "Right") {
-          if (failedAt !== undefined) yield* Metric.incrementBy(StoreHealth.finalizesPending, -1)
+        if (result._tag === "Success") {
+          if (failedAt !== undefined) yield* Metric.modify(StoreHealth.finalizesPending, -1)
           ran.delete(job.id)
           if (carried !== undefined) yield* Effect.annotateCurrentSpan(Telemetry.attributes.claimed, carried)
-          if (result.right) {
+          if (result.success) {
             yield* Effect.annotateCurrentSpan(Telemetry.attributes.outcome, outcome._tag)
-            yield* Metric.increment(Telemetry.attemptsOf(job.type, rowConcurrency(job)?.key, outcome._tag))
+            yield* Metric.update(Telemetry.attemptsOf(job.type, rowConcurrency(job)?.key, outcome._tag), 1)
           } else if (failedAt !== undefined) {
             yield* lostInOutage(job, outcome, (now - failedAt) / 1000)
           } else {
@@ -129,17 +129,17 @@ export const make = (store: JobStoreService, state: WorkerState): Finalizer => {
         }
         if (failedAt === undefined) {
           failedAt = now
-          yield* Metric.incrementBy(StoreHealth.finalizesPending, 1)
+          yield* Metric.modify(StoreHealth.finalizesPending, 1)
         }
         // a statement the server keeps rejecting is not an outage: after a few tries the lease recovers the job
-        if (!StoreHealth.isOutage(result.left) && ++rejected >= 8) {
-          yield* Metric.incrementBy(StoreHealth.finalizesPending, -1)
+        if (!StoreHealth.isOutage(result.failure) && ++rejected >= 8) {
+          yield* Metric.modify(StoreHealth.finalizesPending, -1)
           inFlight.delete(job.id)
           ran.delete(job.id)
-          return yield* Effect.logError(`finalize of ${job.id} rejected by the job store; the lease will recover it`, result.left)
+          return yield* Effect.logError(`finalize of ${job.id} rejected by the job store; the lease will recover it`, result.failure)
         }
         if ((yield* Deferred.isDone(stopping)) && now >= (leaseUntil.get(job.id) ?? 0)) {
-          yield* Metric.incrementBy(StoreHealth.finalizesPending, -1)
+          yield* Metric.modify(StoreHealth.finalizesPending, -1)
           ran.delete(job.id)
           return yield* Effect.logError(
             `result of attempt ${job.attempt} of ${job.id} (${outcome._tag}) not written: the job store was unreachable until the worker stopped; the lease will recover the job`

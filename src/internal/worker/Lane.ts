@@ -52,7 +52,7 @@ export const claim =
     const { config } = state
     return Effect.zip(Clock.currentTimeMillis, store.fetch(config.workerId, n, config.lease, hint)).pipe(
       Effect.tap(([, rows]) => Effect.annotateCurrentSpan(Telemetry.attributes.claimed, rows.length)),
-      Effect.withSpan(Telemetry.spans.claim, { attributes: { [Telemetry.attributes.worker]: config.workerId }, captureStackTrace: false }),
+      Effect.withSpan(Telemetry.spans.claim, { attributes: { [Telemetry.attributes.worker]: config.workerId } }, { captureStackTrace: false }),
       state.health.retrying,
       Effect.map(([sent, rows]) => {
         for (const row of rows) state.leaseUntil.set(row.id, sent + config.leaseMs)

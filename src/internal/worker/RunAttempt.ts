@@ -17,10 +17,10 @@ import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import * as Either from "effect/Either"
 import * as Fiber from "effect/Fiber"
 import { identity } from "effect/Function"
 import * as Metric from "effect/Metric"
+import * as Result from "effect/Result"
 import type * as Scope from "effect/Scope"
 import { HeldSlot, SlotLapse } from "../attempt/Attempt.js"
 import * as JobContext from "../attempt/JobContext.js"
@@ -78,7 +78,7 @@ export interface AttemptRunner {
 export interface RunnerOptions {
   readonly state: WorkerState
   readonly finalizer: Finalizer
-  readonly registry: Registry["Type"]
+  readonly registry: Registry["Service"]
   /** The pipeline's behaviors, outermost first. */
   readonly behaviors: ReadonlyArray<Behavior>
   /** The store's locks (saga serialization). */
@@ -87,7 +87,7 @@ export interface RunnerOptions {
   readonly reuseSlot: (policy: ConcurrencyPolicy, later: Array<Job>) => Effect.Effect<number>
 }
 
-const defectToFailed = Effect.catchAllDefect((d: unknown) => Effect.succeed(Outcome.Failed({ error: `Defect in pipeline: ${String(d)}` })))
+const defectToFailed = Effect.catchDefect((d: unknown) => Effect.succeed(Outcome.Failed({ error: `Defect in pipeline: ${String(d)}` })))
 
 /** Builds a worker's attempt runner. */
 export const make = (options: RunnerOptions): AttemptRunner => {
@@ -116,13 +116,13 @@ export const make = (options: RunnerOptions): AttemptRunner => {
         Effect.flatMap(globals.current, (current): Effect.Effect<A, E | ResolvedPolicy.Unrunnable> => {
           const context: JobContext.JobContextValue = { job, workerId: config.workerId, startedAt }
           const resolved = ResolvedPolicy.resolve(context, options.registry, current)
-          return Either.isLeft(resolved)
-            ? Effect.fail(resolved.left)
-            : Effect.provide(
+          return Result.isFailure(resolved)
+            ? Effect.fail(resolved.failure)
+            : Effect.provideContext(
                 program,
                 Context.make(JobContext.JobContext, context).pipe(
-                  Context.add(ResolvedPolicy.ResolvedPolicy, resolved.right),
-                  Context.add(Stamp.Stamp, Stamp.of(resolved.right))
+                  Context.add(ResolvedPolicy.ResolvedPolicy, resolved.success),
+                  Context.add(Stamp.Stamp, Stamp.of(resolved.success))
                 )
               )
         })
@@ -138,7 +138,7 @@ export const make = (options: RunnerOptions): AttemptRunner => {
     Effect.flatMap(HeldSlot, (slot) =>
       slot === undefined
         ? Effect.succeed(false)
-        : Effect.reduce(outer.filter((b) => b.holdsSlot === true), true, (ok, b) =>
+        : Effect.reduce(outer.filter((b) => b.holdsSlot === true), () => true, (ok, b) =>
             ok && b.admitsUnder !== undefined ? b.admitsUnder(attempt, slot) : Effect.succeed(false)
           )
     )
@@ -200,7 +200,11 @@ export const make = (options: RunnerOptions): AttemptRunner => {
     const finalizeOnce = (outcome: Outcome, metadata: unknown, release?: Parameters<Finalizer["finalize"]>[3]) =>
       recorded !== undefined
         ? Effect.void
-        : Effect.uninterruptible(Effect.tap(finalizer.finalize(job, outcome, metadata, release, release === undefined ? undefined : next), () => (recorded = outcome)))
+        : Effect.uninterruptible(
+            Effect.map(finalizer.finalize(job, outcome, metadata, release, release === undefined ? undefined : next), () => {
+              recorded = outcome
+            })
+          )
     const ended = (outcome: Outcome, metadata: unknown): Effect.Effect<AttemptResult> =>
       Effect.as(finalizeOnce(outcome, metadata), { outcome, waitKey: undefined, handlerMs: 0 })
 
@@ -228,7 +232,7 @@ export const make = (options: RunnerOptions): AttemptRunner => {
         // requeues the job, or the write on its way)
         yield* Effect.uninterruptible(
           Effect.map(
-            Effect.forkDaemon(finalizeOnce(outcome, metadata).pipe(Effect.ensuring(Effect.sync(() => state.inFlight.delete(job.id))))),
+            Effect.forkDetach(finalizeOnce(outcome, metadata).pipe(Effect.ensuring(Effect.sync(() => state.inFlight.delete(job.id)))), { uninterruptible: "inherit" }),
             (write) => {
               writing = true
               under.writes.push(write)
@@ -249,7 +253,7 @@ export const make = (options: RunnerOptions): AttemptRunner => {
         const reusing = wait !== undefined && wait.total === undefined && config.reuse !== undefined && !(fiber.reuseSkip-- > 0)
         const inSlot = reusing
           ? Effect.tap(inside, (outcome) =>
-              Effect.zipRight(
+              Effect.andThen(
                 finalizeOnce(outcome, metadata),
                 Effect.map(options.reuseSlot(wait, fiber.later), (ran) => {
                   fiber.reuseMisses = ran > 0 ? 0 : Math.min(5, fiber.reuseMisses + 1)
@@ -310,7 +314,7 @@ export const make = (options: RunnerOptions): AttemptRunner => {
         ),
         Effect.map(([, result]) => result),
         Effect.annotateLogs(annotations),
-        Effect.withSpan(Telemetry.spans.attempt, { attributes: annotations, captureStackTrace: false })
+        Effect.withSpan(Telemetry.spans.attempt, { attributes: annotations }, { captureStackTrace: false })
       )
     }
 
@@ -319,7 +323,7 @@ export const make = (options: RunnerOptions): AttemptRunner => {
       instrument(job)(
         Effect.flatMap(attempt(job, fiber, undefined, next), (result) =>
           // only an attempt under a held slot hands its job back
-          result === undefined ? Effect.dieMessage(`attempt of ${job.id} deferred outside a held slot`) : Effect.succeed(result)
+          result === undefined ? Effect.die(new Error(`attempt of ${job.id} deferred outside a held slot`)) : Effect.succeed(result)
         )
       ),
     runUnderSlot: (job, policy, later, writes) =>

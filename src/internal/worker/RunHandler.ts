@@ -12,9 +12,10 @@ import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import * as Option from "effect/Option"
+import * as Queue from "effect/Queue"
 import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
-import { type Attempt, CurrentAttempt, CurrentSlot, lapsedText, untilLost } from "../attempt/Attempt.js"
+import { type Attempt, CurrentAttempt, CurrentSlot, interruptFork, lapsedText, untilLost } from "../attempt/Attempt.js"
 import type { AttemptInfo, SlotInfo } from "../job/Handler.js"
 import type { Job } from "../job/Job.js"
 import { Outcome } from "../job/Outcome.js"
@@ -24,7 +25,8 @@ import { cancelText } from "../store/JobStore.js"
 import { rowConcurrency } from "./Finalize.js"
 import type { WorkerState } from "./WorkerState.js"
 
-const renderCause = (cause: Cause.Cause<unknown>): string => Cause.pretty(cause, { renderErrorCause: true })
+/** A failed handler's cause as its attempt's error (an error's own `cause` chain included). */
+const renderCause = (cause: Cause.Cause<unknown>): string => Cause.pretty(cause)
 
 /** The outcome of an attempt an operator cancelled (its handler interrupted, if it had started). */
 export const cancelled = (job: Job, cause: string, running: boolean): Outcome =>
@@ -76,18 +78,18 @@ export const runHandler = (state: WorkerState, attempt: Attempt, keySource?: str
       // that the dashboard shows the job holding it before the finalizing write stamps it
       if (rowConcurrency(job)?.key !== key) {
         state.unstamped.set(job.id, { limit: concurrency?.limit ?? 1, source: keySource ?? "unknown" })
-        state.reportSoon.unsafeOffer(undefined)
+        Queue.offerUnsafe(state.reportSoon, undefined)
       }
     }
     // the handler runs in a fiber of its own; a cancel interrupts that fiber (its finalizers run first,
     // awaited here) and names the attempt's outcome, unless the handler had ended first
     let cancelCause: string | undefined
     return Effect.uninterruptibleMask((restore) =>
-      Effect.flatMap(Effect.fork(restore(Effect.flatMap(CurrentSlot, (slot) => handlerOutcome(attempt, slot)))), (fiber) => {
+      Effect.flatMap(Effect.forkChild(restore(Effect.flatMap(CurrentSlot, (slot) => handlerOutcome(attempt, slot))), { uninterruptible: "inherit" }), (fiber) => {
         state.cancelSignals.set(job.id, (cause) =>
           Effect.suspend(() => {
             cancelCause ??= cause
-            return Effect.asVoid(Fiber.interruptFork(fiber))
+            return interruptFork(fiber)
           })
         )
         return restore(Fiber.await(fiber)).pipe(
@@ -129,4 +131,4 @@ export const runSaga = (state: WorkerState, locks: SemaphoreProviderService, att
     )
     if (lock.lapsed !== undefined && (yield* lock.lapsed)) return Outcome.Requeued({ reason: lapsedText(what), keepsPlace: true })
     return outcome
-  }).pipe(Effect.catchAll((e) => Effect.succeed(Outcome.Failed({ error: e.message }))))
+  }).pipe(Effect.catch((e) => Effect.succeed(Outcome.Failed({ error: e.message }))))

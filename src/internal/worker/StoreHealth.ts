@@ -10,7 +10,6 @@ import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
-import * as FiberId from "effect/FiberId"
 import * as Metric from "effect/Metric"
 import { isOutage as StoreErrorOutage } from "../store/StoreError.js"
 
@@ -47,38 +46,38 @@ const describe = (e: unknown): string => {
 export const make = (workerId: string): StoreHealth => {
   let since: number | undefined
   let last: { readonly ms: number; readonly endedAt: number } | undefined
-  let back = Deferred.unsafeMake<void>(FiberId.none)
+  let back = Deferred.makeUnsafe<void>()
   const nextReturn = () => Deferred.await(back)
   const observe = <A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
     self.pipe(
-        Effect.tapBoth({
-          onFailure: (e) =>
-            Effect.flatMap(Clock.currentTimeMillis, (now) => {
-              if (since !== undefined) return Effect.void
-              since = now
-              return Effect.logWarning(`worker ${workerId}: job store unreachable (${describe(e)}); retrying until it is back`)
-            }),
-          onSuccess: () =>
-            since === undefined
-              ? Effect.void
-              : Effect.flatMap(Clock.currentTimeMillis, (now) => {
-                  if (since === undefined) return Effect.void
-                  const seconds = (now - since) / 1000
-                  last = { ms: now - since, endedAt: now }
-                  since = undefined
-                  const returned = back
-                  back = Deferred.unsafeMake<void>(FiberId.none)
-                  Deferred.unsafeDone(returned, Exit.void)
-                  return Effect.logInfo(`worker ${workerId}: job store reachable again after ${seconds.toFixed(1)} s`)
-                })
+      Effect.tapError((e) =>
+        Effect.flatMap(Clock.currentTimeMillis, (now) => {
+          if (since !== undefined) return Effect.void
+          since = now
+          return Effect.logWarning(`worker ${workerId}: job store unreachable (${describe(e)}); retrying until it is back`)
         })
+      ),
+      Effect.tap(() =>
+        since === undefined
+          ? Effect.void
+          : Effect.flatMap(Clock.currentTimeMillis, (now) => {
+              if (since === undefined) return Effect.void
+              const seconds = (now - since) / 1000
+              last = { ms: now - since, endedAt: now }
+              since = undefined
+              const returned = back
+              back = Deferred.makeUnsafe<void>()
+              Deferred.doneUnsafe(returned, Exit.void)
+              return Effect.logInfo(`worker ${workerId}: job store reachable again after ${seconds.toFixed(1)} s`)
+            })
       )
+    )
   const retrying = <A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<A, never, R> => {
     const attempt = (delay: number): Effect.Effect<A, never, R> =>
       Effect.suspend(() => {
         const returned = nextReturn()
-        return Effect.catchAll(observe(self), () =>
-          Effect.zipRight(Effect.raceFirst(Effect.sleep(Duration.millis(delay)), returned), attempt(Math.min(500, delay * 2)))
+        return Effect.catch(observe(self), () =>
+          Effect.andThen(Effect.raceFirst(Effect.sleep(Duration.millis(delay)), returned), attempt(Math.min(500, delay * 2)))
         )
       })
     return attempt(50)

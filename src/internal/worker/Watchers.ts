@@ -37,7 +37,7 @@ const report = (store: JobStoreService, state: WorkerState) =>
       heartbeatMs: state.config.heartbeatMs,
       lastOutage: outage === undefined ? undefined : { ms: outage.ms, endedAt: new Date(outage.endedAt) }
     })
-  }).pipe(state.health.observe, Effect.catchAll((e) => Effect.logDebug("worker registry report failed", e)))
+  }).pipe(state.health.observe, Effect.catch((e) => Effect.logDebug("worker registry report failed", e)))
 
 /** Renews the leases of the jobs in flight every third of the lease; a failed renewal is retried until the store answers. */
 export const heartbeat = (store: JobStoreService, state: WorkerState): Effect.Effect<unknown, unknown> =>
@@ -52,7 +52,7 @@ export const heartbeat = (store: JobStoreService, state: WorkerState): Effect.Ef
             for (const id of leaseUntil.keys()) if (!inFlight.has(id)) leaseUntil.delete(id)
           })
         ),
-        Effect.zipRight(report(store, state))
+        Effect.andThen(report(store, state))
       )
     )
   }).pipe(Effect.repeat(Schedule.spaced(Duration.millis(state.config.heartbeatMs))))
@@ -63,8 +63,8 @@ export const heartbeat = (store: JobStoreService, state: WorkerState): Effect.Ef
  */
 export const reportSoon = (store: JobStoreService, state: WorkerState): Effect.Effect<never> =>
   Queue.take(state.reportSoon).pipe(
-    Effect.zipRight(Effect.sleep("50 millis")),
-    Effect.zipRight(report(store, state)),
+    Effect.andThen(Effect.sleep("50 millis")),
+    Effect.andThen(report(store, state)),
     Effect.forever
   )
 
@@ -82,11 +82,11 @@ export const cancelWatch = (store: JobStoreService, state: WorkerState): Effect.
             if (!inFlight.has(id) || cancelAsked.has(id)) return Effect.void
             cancelAsked.set(id, cause)
             const signal = state.cancelSignals.get(id)
-            return Effect.zipRight(Effect.logInfo(`cancel of ${id}: ${cause}`), signal === undefined ? Effect.void : signal(cause))
+            return Effect.andThen(Effect.logInfo(`cancel of ${id}: ${cause}`), signal === undefined ? Effect.void : signal(cause))
           })
         )
       ),
       // the store is out of reach: the heartbeat and the finalize report it; asked again at the next tick
-      Effect.catchAll(() => Effect.void)
+      Effect.catch(() => Effect.void)
     )
   }).pipe(Effect.repeat(Schedule.spaced(state.config.cancelCheck)))

@@ -77,18 +77,18 @@ export const make = <const A extends ReadonlyArray<Addon<any>> = []>(
     reuseSlot = SlotReuse.make({ state, finalizer, claim, runUnderSlot: runner.runUnderSlot })
 
     const lanes = yield* Effect.forEach(Array.from({ length: config.lanes }), () =>
-      Effect.forkDaemon(Lane.lane({ state, finalizer, runner, claim }))
+      Effect.forkDetach(Lane.lane({ state, finalizer, runner, claim }))
     )
-    const beat = yield* Effect.forkDaemon(Watchers.heartbeat(store, state))
-    const watch = yield* Effect.forkDaemon(Watchers.cancelWatch(store, state))
-    const reporter = yield* Effect.forkDaemon(Watchers.reportSoon(store, state))
+    const beat = yield* Effect.forkDetach(Watchers.heartbeat(store, state))
+    const watch = yield* Effect.forkDetach(Watchers.cancelWatch(store, state))
+    const reporter = yield* Effect.forkDetach(Watchers.reportSoon(store, state))
 
     yield* Effect.addFinalizer(() =>
       Effect.gen(function* () {
         yield* Deferred.succeed(state.stopping, undefined)
         const all = Fiber.joinAll(lanes)
         // finalizers run uninterruptibly: the wait itself must be interruptible for the timeout to fire
-        const done = yield* Effect.timeout(Effect.interruptible(all), config.grace).pipe(Effect.option)
+        const done = yield* Effect.timeoutOption(Effect.interruptible(all), config.grace)
         if (Option.isNone(done)) yield* Fiber.interruptAll(lanes)
         yield* Fiber.interrupt(beat)
         yield* Fiber.interrupt(watch)
@@ -104,4 +104,4 @@ export const make = <const A extends ReadonlyArray<Addon<any>> = []>(
 /** A worker as a Layer: starts when the layer is built, shuts down gracefully when it is released. */
 export const layer = <const A extends ReadonlyArray<Addon<any>> = []>(
   options: WorkerOptions<A> = {}
-): Layer.Layer<never, never, JobStore | Registry | AddonServices<A>> => Layer.scopedDiscard(make(options))
+): Layer.Layer<never, never, JobStore | Registry | AddonServices<A>> => Layer.effectDiscard(make(options))

@@ -23,11 +23,11 @@ export interface WorkerOptions<A extends ReadonlyArray<Addon<any>> = ReadonlyArr
   /** Fibers running attempts at once (default 4). */
   readonly concurrency?: number
   /** Idle wait between empty fetches (default 100 ms). */
-  readonly pollInterval?: Duration.DurationInput
+  readonly pollInterval?: Duration.Input
   /** Claim lease, renewed by a heartbeat every third of it (default 30 s). */
-  readonly lease?: Duration.DurationInput
+  readonly lease?: Duration.Input
   /** How long closing the scope waits for running attempts before interrupting them (default 10 s). */
-  readonly gracePeriod?: Duration.DurationInput
+  readonly gracePeriod?: Duration.Input
   /** This worker's id in claims and audit entries (default random). */
   readonly workerId?: string
   /**
@@ -40,7 +40,7 @@ export interface WorkerOptions<A extends ReadonlyArray<Addon<any>> = ReadonlyArr
    * slot instead of each meeting the full key, so the trail shows fewer `Requeued — … full` entries than
    * one admission per job gives.
    */
-  readonly slotReuse?: false | { readonly maxJobs?: number; readonly maxDuration?: Duration.DurationInput } | undefined
+  readonly slotReuse?: false | { readonly maxJobs?: number; readonly maxDuration?: Duration.Input } | undefined
   /**
    * Most rows one fiber claims per fetch (default 8). A fiber starts at 1 and doubles while full
    * batches of quick jobs run uncontended; 1 turns batching off (one claim per attempt). On the built-in
@@ -51,7 +51,7 @@ export interface WorkerOptions<A extends ReadonlyArray<Addon<any>> = ReadonlyArr
    * How often the worker asks the store whether an operator cancelled a job it is running (default
    * 1 s; see `JobStoreService.requestCancel`). Asked only while it holds jobs.
    */
-  readonly cancelCheckInterval?: Duration.DurationInput
+  readonly cancelCheckInterval?: Duration.Input
 }
 
 /** The worker's settings, with every default applied. */
@@ -74,25 +74,25 @@ export const BATCH_MAX = 8
 
 /** Applies the defaults to `options`. */
 export const config = (options: WorkerOptions<ReadonlyArray<Addon<any>>>): WorkerConfig => {
-  const lease = Duration.decode(options.lease ?? "30 seconds")
+  const lease = Duration.fromInputUnsafe(options.lease ?? "30 seconds")
   const leaseMs = Duration.toMillis(lease)
   return {
     workerId: options.workerId ?? `worker-${process.pid}-${Math.random().toString(36).slice(2, 8)}`,
     lanes: options.concurrency ?? 4,
-    pollInterval: Duration.decode(options.pollInterval ?? "100 millis"),
+    pollInterval: Duration.fromInputUnsafe(options.pollInterval ?? "100 millis"),
     lease,
     leaseMs,
     heartbeatMs: Math.max(10, leaseMs / 3),
-    grace: Duration.decode(options.gracePeriod ?? "10 seconds"),
+    grace: Duration.fromInputUnsafe(options.gracePeriod ?? "10 seconds"),
     maxBatch: Math.max(1, Math.floor(options.maxBatch ?? BATCH_MAX)),
     reuse:
       options.slotReuse === undefined || options.slotReuse === false
         ? undefined
         : {
             maxJobs: Math.max(1, options.slotReuse?.maxJobs ?? 64),
-            maxMs: Duration.toMillis(Duration.decode(options.slotReuse?.maxDuration ?? "250 millis"))
+            maxMs: Duration.toMillis(Duration.fromInputUnsafe(options.slotReuse?.maxDuration ?? "250 millis"))
           },
-    cancelCheck: Duration.decode(options.cancelCheckInterval ?? "1 second")
+    cancelCheck: Duration.fromInputUnsafe(options.cancelCheckInterval ?? "1 second")
   }
 }
 
@@ -138,4 +138,4 @@ export const make = (config: WorkerConfig): Effect.Effect<WorkerState> =>
   }))
 
 /** Store calls that failed are retried quickly (the store's return is noticed within half a second). */
-export const storeRetry = Schedule.exponential("50 millis").pipe(Schedule.union(Schedule.spaced("500 millis")))
+export const storeRetry = Schedule.min([Schedule.exponential("50 millis"), Schedule.spaced("500 millis")])

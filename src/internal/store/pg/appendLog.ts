@@ -1,7 +1,7 @@
 /**
  * An audit entry appended by the worker in the PostgreSQL store.
  */
-import type * as SqlClient from "@effect/sql/SqlClient"
+import type * as SqlClient from "effect/sql/SqlClient"
 import * as Effect from "effect/Effect"
 import type { LogKind } from "../../job/Outcome.js"
 import type { StoreError } from "../StoreError.js"

@@ -1,7 +1,7 @@
 /**
  * The cancel of a key's older holders by a newer job in the PostgreSQL store (`CancelRunning`).
  */
-import type * as SqlClient from "@effect/sql/SqlClient"
+import type * as SqlClient from "effect/sql/SqlClient"
 import * as Effect from "effect/Effect"
 import type { Job } from "../../job/Job.js"
 import { replacedCause } from "../JobStore.js"

@@ -1,7 +1,7 @@
 /**
  * The read of the cancels asked for a worker's running jobs in the PostgreSQL store.
  */
-import type * as SqlClient from "@effect/sql/SqlClient"
+import type * as SqlClient from "effect/sql/SqlClient"
 import * as Effect from "effect/Effect"
 import type { CancelRequest } from "../JobStore.js"
 import type { StoreError } from "../StoreError.js"

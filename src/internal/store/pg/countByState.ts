@@ -1,7 +1,7 @@
 /**
  * The count of jobs per state in the PostgreSQL store.
  */
-import type * as SqlClient from "@effect/sql/SqlClient"
+import type * as SqlClient from "effect/sql/SqlClient"
 import * as Effect from "effect/Effect"
 import type { JobState } from "../../job/JobState.js"
 import { emptyCounts } from "../JobStore.js"

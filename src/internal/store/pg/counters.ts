@@ -4,8 +4,8 @@
  * rolled up into `warp_counters` plus the counted entries not rolled up yet. No write that ends a job
  * updates a counter row: it only appends its entry, which it writes anyway (migration 0012).
  */
-import type * as SqlClient from "@effect/sql/SqlClient"
-import type * as Statement from "@effect/sql/Statement"
+import type * as SqlClient from "effect/sql/SqlClient"
+import type * as Statement from "effect/sql/Statement"
 import * as Effect from "effect/Effect"
 import type { StoreError } from "../StoreError.js"
 import { fail } from "./shared.js"

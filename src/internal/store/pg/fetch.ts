@@ -4,8 +4,8 @@
  * row's concurrency key. Fifo-mode rows are claimed in submission order per key, fair-share rows in
  * tag order (see `JobStoreService.fetch`).
  */
-import type * as SqlClient from "@effect/sql/SqlClient"
-import type * as Statement from "@effect/sql/Statement"
+import type * as SqlClient from "effect/sql/SqlClient"
+import type * as Statement from "effect/sql/Statement"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import type { Job } from "../../job/Job.js"

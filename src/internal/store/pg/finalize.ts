@@ -4,7 +4,7 @@
  * unlocking the slot too, when the worker hands it the slot's release of a `SemaphoreProviderPg` on the
  * same `SqlClient`; and there, claiming the lane's next rows too when the worker asks (`Finalize.claim`).
  */
-import type * as SqlClient from "@effect/sql/SqlClient"
+import type * as SqlClient from "effect/sql/SqlClient"
 import * as Effect from "effect/Effect"
 import { counterOf, logOf, stateOf } from "../../job/Outcome.js"
 import { fairOf, type Finalize, retagsOn } from "../JobStore.js"

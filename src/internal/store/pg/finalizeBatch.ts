@@ -13,7 +13,7 @@
  * its own attempt; when the server is out of reach, every write of the batch fails at once, and each
  * caller retries its own.
  */
-import type * as SqlClient from "@effect/sql/SqlClient"
+import type * as SqlClient from "effect/sql/SqlClient"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Queue from "effect/Queue"
@@ -25,7 +25,7 @@ import { flushBatch, type Waiting } from "./batching.js"
 import { finalize } from "./finalize.js"
 import { runPrepared } from "./prepared.js"
 import type { LimitsTable } from "./readsLimits.js"
-import { fail, finalizeSet } from "./shared.js"
+import { arrayLiteral, fail, finalizeSet } from "./shared.js"
 
 /** At most this many writes in one batched statement. */
 export const FINALIZE_BATCH = 64
@@ -48,7 +48,7 @@ export const finalizeMany = (sql: SqlClient.SqlClient, batch: ReadonlyArray<Fina
       WITH x AS (
         SELECT * FROM unnest(
           ${col((f) => f.job.id)}::text[], ${col((f) => f.workerId)}::text[], ${col((f) => f.job.attempt)}::int[],
-          ${states}::text[], ${col((f) => JSON.stringify(f.metadata))}::jsonb[], ${col(at)}::timestamptz[],
+          ${states}::text[], ${col((f) => JSON.stringify(f.metadata))}::jsonb[], ${arrayLiteral(col(at))}::timestamptz[],
           ${col((f) => f.outcome._tag === "Requeued" && f.outcome.keepsPlace === true)}::bool[], ${col((f) => f.handlerRan ?? true)}::bool[],
           ${col((f, i) => retagsOn(f.outcome, states[i]!))}::bool[],
           ${logs.map((l) => l.kind)}::text[], ${logs.map((l) => l.message)}::text[],
@@ -94,7 +94,7 @@ export const makeBatchedFinalize = (
     const queue = yield* Effect.acquireRelease(Queue.unbounded<Pending>(), Queue.shutdown)
     // a job twice in one batch (a retry queued while its first write is still out) waits for the next
     let carried: Array<Pending> = []
-    const take = Effect.suspend(() => (carried.length > 0 ? Queue.takeUpTo(queue, FINALIZE_BATCH) : Queue.takeBetween(queue, 1, FINALIZE_BATCH)))
+    const take = Effect.suspend(() => (carried.length > 0 ? Queue.takeBetween(queue, 0, FINALIZE_BATCH) : Queue.takeBetween(queue, 1, FINALIZE_BATCH)))
     const takeBatch = Effect.map(take, (taken) => {
       const seen = new Set<string>()
       const batch: Array<Pending> = []
@@ -118,5 +118,5 @@ export const makeBatchedFinalize = (
     return (f: Finalize) =>
       alone(f)
         ? finalize(sql, readsLimits, f, prepared)
-        : Effect.flatMap(Deferred.make<boolean, StoreError>(), (done) => Effect.zipRight(Queue.offer(queue, { f, done }), Deferred.await(done)))
+        : Effect.flatMap(Deferred.make<boolean, StoreError>(), (done) => Effect.andThen(Queue.offer(queue, { f, done }), Deferred.await(done)))
   })

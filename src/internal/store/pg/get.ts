@@ -1,7 +1,7 @@
 /**
  * The read of one job with its audit trail in the PostgreSQL store.
  */
-import type * as SqlClient from "@effect/sql/SqlClient"
+import type * as SqlClient from "effect/sql/SqlClient"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import type { JobDetail, JobLog } from "../../job/Job.js"

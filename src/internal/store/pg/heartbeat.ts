@@ -1,7 +1,7 @@
 /**
  * The lease extension of a worker's claimed rows in the PostgreSQL store.
  */
-import type * as SqlClient from "@effect/sql/SqlClient"
+import type * as SqlClient from "effect/sql/SqlClient"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import type { StoreError } from "../StoreError.js"

@@ -3,8 +3,8 @@
  * {@link insertChunk} rows is one statement per chunk, all in one transaction (a savepoint inside the
  * caller's).
  */
-import type * as SqlClient from "@effect/sql/SqlClient"
-import type * as Statement from "@effect/sql/Statement"
+import type * as SqlClient from "effect/sql/SqlClient"
+import type * as Statement from "effect/sql/Statement"
 import * as Effect from "effect/Effect"
 import type { NewJob } from "../../job/Job.js"
 import { fairOf } from "../JobStore.js"
@@ -78,7 +78,8 @@ const insertRows = (sql: SqlClient.SqlClient, rows: ReadonlyArray<NewJob>) => {
   // chunk step by 1/w in chunk order: max(V, last) + the running sum of 1/w over the flow's rows so far
   const fairOfRow = new Map(rows.map((r, i) => [r, fairs[i]] as const))
   const flow = column("fair_flow", "text", (r) => fairOfRow.get(r)?.flow ?? null, (a) => a)
-  const weight = column("fair_w", "float8", (r) => fairOfRow.get(r)?.weight ?? null, (a) => a)
+  // as text (cast to float8 by the statement): an array of whole and fractional numbers binds as neither int4[] nor float8[]
+  const weight = column("fair_w", "float8", (r) => fairOfRow.get(r)?.weight ?? null, (a) => (a === null ? null : String(a)))
   return sql`
       WITH x AS (
         SELECT * FROM ${source()} WITH ORDINALITY AS x(${sql.literal(names.join(", "))}, payload, ord)

@@ -19,8 +19,7 @@
  *
  * @since 0.3.0
  */
-import type * as SqlClient from "@effect/sql/SqlClient"
-import { TransactionConnection } from "@effect/sql/SqlClient"
+import type * as SqlClient from "effect/sql/SqlClient"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
@@ -61,13 +60,16 @@ const flush = (sql: SqlClient.SqlClient, batch: ReadonlyArray<Pending>): Effect.
     () => insert(sql, batch.map((p) => p.row)),
     () => undefined
   ).pipe(
-    Effect.withSpan(Telemetry.spans.insertBatch, {
-      kind: "client",
-      captureStackTrace: false,
-      attributes: { [Telemetry.attributes.batchRows]: batch.length },
-      links: others.map((span): Tracer.SpanLink => ({ _tag: "SpanLink", span, attributes: {} })),
-      ...(parent === undefined ? { root: true } : { parent })
-    })
+    Effect.withSpan(
+      Telemetry.spans.insertBatch,
+      {
+        kind: "client",
+        attributes: { [Telemetry.attributes.batchRows]: batch.length },
+        links: others.map((span): Tracer.SpanLink => ({ span, attributes: {} })),
+        ...(parent === undefined ? { root: true } : { parent })
+      },
+      { captureStackTrace: false }
+    )
   )
 }
 
@@ -91,7 +93,7 @@ export const makeBatchedInsert = (
     const queued = (row: NewJob) =>
       Effect.flatMap(Effect.zip(Deferred.make<void, StoreError>(), Effect.option(Effect.currentParentSpan)), ([done, span]) => {
         const p: Pending = { row, done, span, withdrawn: false }
-        return Effect.zipRight(
+        return Effect.andThen(
           Queue.offer(queue, p),
           Deferred.await(done).pipe(Effect.onInterrupt(() => Effect.sync(() => void (p.withdrawn = true))))
         )
@@ -99,7 +101,7 @@ export const makeBatchedInsert = (
     return (rows) =>
       rows.length !== 1
         ? insert(sql, rows)
-        : Effect.flatMap(Effect.serviceOption(TransactionConnection), (inTransaction) =>
+        : Effect.flatMap(Effect.serviceOption(sql.transactionService), (inTransaction) =>
             inTransaction._tag === "Some" ? insert(sql, rows) : queued(rows[0]!)
           )
   })

@@ -1,8 +1,8 @@
 /**
  * The filtered, paged read of jobs in the PostgreSQL store (the dashboard's job list).
  */
-import type * as SqlClient from "@effect/sql/SqlClient"
-import type * as Statement from "@effect/sql/Statement"
+import type * as SqlClient from "effect/sql/SqlClient"
+import type * as Statement from "effect/sql/Statement"
 import * as Effect from "effect/Effect"
 import { JobState } from "../../job/JobState.js"
 import { isStorableId, isWindow, type JobFilter, type JobPage } from "../JobStore.js"

@@ -1,7 +1,7 @@
 /**
  * The mark of a running job as a holder of a `CancelRunning` key's slot in the PostgreSQL store.
  */
-import type * as SqlClient from "@effect/sql/SqlClient"
+import type * as SqlClient from "effect/sql/SqlClient"
 import * as Effect from "effect/Effect"
 import type { StoreError } from "../StoreError.js"
 import { fail } from "./shared.js"

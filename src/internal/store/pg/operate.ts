@@ -1,7 +1,7 @@
 /**
  * An operator's bulk write (retry, requeue, delete) in the PostgreSQL store.
  */
-import type * as SqlClient from "@effect/sql/SqlClient"
+import type * as SqlClient from "effect/sql/SqlClient"
 import * as Effect from "effect/Effect"
 import { isStorableId, type OperateResult, type OperatorAction, operatorFrom, operatorTo } from "../JobStore.js"
 import type { StoreError } from "../StoreError.js"

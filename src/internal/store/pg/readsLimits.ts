@@ -1,7 +1,7 @@
 /**
  * Whether `warp_concurrency_limits` exists, for the claims (see `fetch`).
  */
-import type * as SqlClient from "@effect/sql/SqlClient"
+import type * as SqlClient from "effect/sql/SqlClient"
 import * as Effect from "effect/Effect"
 
 /** How `warp_concurrency_limits` stands: missing, without `expires_at`, or with it (migration 0002). */

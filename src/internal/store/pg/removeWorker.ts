@@ -1,7 +1,7 @@
 /**
  * A stopping worker's removal from the registry (`warp_workers`) of the PostgreSQL store.
  */
-import type * as SqlClient from "@effect/sql/SqlClient"
+import type * as SqlClient from "effect/sql/SqlClient"
 import * as Effect from "effect/Effect"
 import type { StoreError } from "../StoreError.js"
 import { fail } from "./shared.js"

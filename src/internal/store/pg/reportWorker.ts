@@ -1,7 +1,7 @@
 /**
  * A worker's report to the registry (`warp_workers`) of the PostgreSQL store.
  */
-import type * as SqlClient from "@effect/sql/SqlClient"
+import type * as SqlClient from "effect/sql/SqlClient"
 import * as Effect from "effect/Effect"
 import type { WorkerReport } from "../JobStore.js"
 import type { StoreError } from "../StoreError.js"

@@ -2,7 +2,7 @@
  * An operator's cancel in the PostgreSQL store: one statement that deletes a waiting job (audit entry,
  * counters) or marks a running one for its worker.
  */
-import type * as SqlClient from "@effect/sql/SqlClient"
+import type * as SqlClient from "effect/sql/SqlClient"
 import * as Effect from "effect/Effect"
 import type { JobState } from "../../job/JobState.js"
 import { type CancelResult, cancelText, isStorableId, operatorCause } from "../JobStore.js"

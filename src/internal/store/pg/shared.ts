@@ -2,17 +2,25 @@
  * What the statements of the PostgreSQL store share: the error mapping, the decoding of a `warp_jobs`
  * row, and the fragments of the writes that end a job (the columns they set, fair-share tags).
  */
-import type * as SqlClient from "@effect/sql/SqlClient"
-import type * as Statement from "@effect/sql/Statement"
+import type * as SqlClient from "effect/sql/SqlClient"
+import type * as Statement from "effect/sql/Statement"
 import { Job, type JobLog } from "../../job/Job.js"
 import { StoreError } from "../StoreError.js"
+
+/**
+ * `values` as the text of a PostgreSQL array (`{"a",NULL}`), for a parameter cast to an array type in
+ * the statement: the client binds a string untyped and the server reads it as that type. For arrays
+ * whose elements may all be null, which @effect/sql-pg cannot bind as a typed array.
+ */
+export const arrayLiteral = (values: ReadonlyArray<string | null>): string =>
+  `{${values.map((v) => (v === null ? "NULL" : `"${v.replace(/\\/g, "\\\\").replace(/"/g, '\\"')}"`)).join(",")}}`
 
 /** Maps a failure of `operation` to a {@link StoreError}. */
 export const fail = (operation: string) => (cause: unknown) => new StoreError({ operation, cause })
 
 /**
  * Maps a `warp_jobs` row to a {@link Job}. The table's types and CHECK constraints already hold what
- * the schema would check, so the constructor's validation is skipped on this hot path.
+ * the schema would check, so the constructor's checks are skipped on this hot path.
  */
 export const rowToJob = (r: any): Job =>
   new Job(
@@ -33,7 +41,7 @@ export const rowToJob = (r: any): Job =>
       ...(typeof r.cancel_requested === "string" ? { cancelRequested: r.cancel_requested } : {}),
       ...(r.fair_tag === null || r.fair_tag === undefined ? {} : { fairTag: Number(r.fair_tag) })
     },
-    true
+    { disableChecks: true }
   )
 
 /**

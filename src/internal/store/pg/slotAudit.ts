@@ -1,7 +1,7 @@
 /**
  * The slot-leak audit's latest findings (`warp_slot_audit`) in the PostgreSQL store.
  */
-import type * as SqlClient from "@effect/sql/SqlClient"
+import type * as SqlClient from "effect/sql/SqlClient"
 import * as Effect from "effect/Effect"
 import type { SlotAuditFinding } from "../JobStore.js"
 import type { StoreError } from "../StoreError.js"

@@ -1,7 +1,7 @@
 /**
  * The read of the registry (`warp_workers`) of the PostgreSQL store.
  */
-import type * as SqlClient from "@effect/sql/SqlClient"
+import type * as SqlClient from "effect/sql/SqlClient"
 import * as Effect from "effect/Effect"
 import type { WorkerInfo } from "../JobStore.js"
 import type { StoreError } from "../StoreError.js"
