@@ -7,6 +7,9 @@
  *   BENCH_ONLY=2,6                      only some scenarios (8: producers; 11: fair share and total caps; 12: slot after SIGKILL)
  *   DATABASE_URL=postgres://...         use that server (default: an embedded one)
  *   BENCH_OUT=results-producers         write results-producers.json/.svg instead of results.json/.svg
+ *   BENCH_BEFORE=1                      scenarios 1 and 9 also run commit 44c18c5 (warp-effect 0.2, Effect 3),
+ *                                       every run of them in its own process (BENCH_BEFORE=<commit>: another one)
+ *   BENCH_PROCESS=own                   scenarios 1 and 9 in own processes, without a before tree
  *
  * Every measured run gets a fresh database. Within a scenario the systems run alternately, the order
  * flipped every round (A B, B A, A B ...); medians over rounds are reported. Prints one table and
@@ -26,6 +29,7 @@ import * as graphile from "./systems/graphile.js"
 import * as pgboss from "./systems/pgboss.js"
 import * as warp from "./systems/warp.js"
 import { slotAfterKill } from "./lib/slotAfterKill.js"
+import { currentTree, inOwnProcess, prepareBeforeTree, treeVersions } from "./lib/ownProcess.js"
 import * as PrivateRedis from "../test/support/faults/PrivateRedis.js"
 
 const here = (p: string) => fileURLToPath(new URL(p, import.meta.url))
@@ -38,6 +42,21 @@ const OUT = process.env.BENCH_OUT ?? "results"
 const enabled = (id: string) => ONLY === undefined || ONLY.includes(id)
 const log = (...xs: Array<unknown>) => console.error(`[bench ${((performance.now() - started) / 1000).toFixed(0)}s]`, ...xs)
 const started = performance.now()
+
+/**
+ * The before/after comparison of scenarios 1 and 9: BENCH_BEFORE=1 runs this project as of commit
+ * 44c18c5 (warp-effect 0.2 on Effect 3, the main branch before the Effect 4 port) beside the current
+ * tree; BENCH_BEFORE=<commit> another commit. lib/before.sh makes that tree (a git worktree under
+ * bench/.before/, gitignored, with its own `npm ci`). With it, and with BENCH_PROCESS=own, every run
+ * of scenarios 1 and 9 runs in a fresh process of its own (lib/ownProcess.ts), every system alike.
+ */
+const BEFORE_COMMIT = ((v) => (v === undefined || v === "" || v === "0" ? undefined : v === "1" || v === "true" ? "44c18c5" : v))(process.env.BENCH_BEFORE)
+const OWN_PROCESS = BEFORE_COMMIT !== undefined || process.env.BENCH_PROCESS === "own"
+const current = treeVersions(currentTree)
+/** The before tree, once main has prepared it. */
+let before: { readonly commit: string; readonly tree: string; readonly label: string; readonly project: string; readonly effect: string } | undefined
+/** This project's name in scenarios 1 and 9: with its versions when a before tree runs beside it. */
+const oursLabel = BEFORE_COMMIT === undefined ? "warp-effect" : `warp-effect ${current.project} (effect ${current.effect})`
 
 /** Deterministic pseudo-random numbers (mulberry32). */
 const rng = (seed: number) => () => {
@@ -107,81 +126,141 @@ const runOn = async (kind: "fast" | "durable") => {
   const rawBefore = { ...raw }
   for (const k of Object.keys(raw)) delete raw[k]
   try {
-    // 1. keyless overhead
+    // 1. keyless overhead (and, with BENCH_BEFORE, the same for the before tree)
     if (enabled("1")) {
       const jobs = scaled(20_000)
       const rounds = ROUNDS
-      log(`1. keyless overhead: ${jobs} no-op jobs, addon registered vs not, ${rounds} rounds`)
+      log(`1. keyless overhead: ${jobs} no-op jobs, addon registered vs not, ${rounds} rounds${OWN_PROCESS ? ", each run in its own process" : ""}${before === undefined ? "" : `, and ${before.label}`}`)
       const spec = (addon: boolean): BacklogSpec => ({ jobs, keyOf: () => undefined, limit: 1, workers: 8, handlerMs: 0, capMs: 90_000, pollMs: 100, addon })
+      // the versions of this project measured: this tree (as before: "without addon" / "with addon"),
+      // and with BENCH_BEFORE the before tree ("<label>: without addon" / "<label>: with addon")
+      const versions = [
+        { prefix: "", label: oursLabel, run: OWN_PROCESS ? inOwnProcess(currentTree, "warp") : warp.backlog },
+        ...(before === undefined ? [] : [{ prefix: `${before.label}: `, label: before.label, run: inOwnProcess(before.tree, "warp") }])
+      ]
+      const runOf = new Map<string, (url: string, spec: BacklogSpec) => Promise<BacklogResult>>(
+        versions.flatMap((v) => [[`${v.prefix}without addon`, v.run], [`${v.prefix}with addon`, v.run]])
+      )
+      const variants = [...runOf.keys()]
       const res = await alternate(
-        ["without addon", "with addon"] as const,
+        variants,
         (v) =>
-          withFreshDatabase(server.url, (url) => warp.backlog(url, spec(v === "with addon"))).then((r) => {
+          withFreshDatabase(server.url, (url) => runOf.get(v)!(url, spec(v.endsWith("with addon")))).then((r) => {
             log(`   ${v}: ${fmt(jps(r))} jobs/s, ${fmt(r.cpuMs! / r.completed)} ms CPU per job`)
             return r
           }),
         rounds
       )
-      const w = res.get("without addon")!
-      const a = res.get("with addon")!
-      // paired by round (the order flips every round, so a drift of the machine cancels out)
-      const timeRatio = median(w.map((x, i) => jps(x) / jps(a[i]!)))
-      const cpuRatio = median(w.map((x, i) => a[i]!.cpuMs! / a[i]!.completed / (x.cpuMs! / x.completed)))
       raw["1"] = Object.fromEntries(res)
-      rows.push({ scenario: "1 keyless", system: "warp-effect, no addon", metric: "jobs/s; CPU ms/job", value: `${fmt(median(w.map(jps)))}; ${fmt(median(w.map((x) => x.cpuMs! / x.completed)))}` })
-      rows.push({
-        scenario: "1 keyless",
-        system: "warp-effect, addon registered",
-        metric: "jobs/s; CPU ms/job",
-        value: `${fmt(median(a.map(jps)))}; ${fmt(median(a.map((x) => x.cpuMs! / x.completed)))}`,
-        ratio: `${fmt(timeRatio, 4)}× time, ${fmt(cpuRatio, 4)}× CPU`,
-        goal: "≤ 1.02",
-        met: timeRatio <= 1.02
-      })
-      goals.push({ goal: "1. keyless overhead ratio ≤ 1.02", measured: `${fmt(timeRatio, 4)} (time, median of ${rounds} paired rounds); ${fmt(cpuRatio, 4)} (CPU per job)`, met: timeRatio <= 1.02 })
+      const cpuPerJob = (x: BacklogResult) => x.cpuMs! / x.completed
+      const bars: Array<Panel["bars"][number]> = []
+      for (const version of versions) {
+        const w = res.get(`${version.prefix}without addon`)!
+        const a = res.get(`${version.prefix}with addon`)!
+        // paired by round (the order flips every round, so a drift of the machine cancels out)
+        const timeRatio = median(w.map((x, i) => jps(x) / jps(a[i]!)))
+        const cpuRatio = median(w.map((x, i) => cpuPerJob(a[i]!) / cpuPerJob(x)))
+        const current = version.prefix === ""
+        rows.push({ scenario: "1 keyless", system: `${version.label}, no addon`, metric: "jobs/s; CPU ms/job", value: `${fmt(median(w.map(jps)))}; ${fmt(median(w.map(cpuPerJob)))}` })
+        rows.push({
+          scenario: "1 keyless",
+          system: `${version.label}, addon registered`,
+          metric: "jobs/s; CPU ms/job",
+          value: `${fmt(median(a.map(jps)))}; ${fmt(median(a.map(cpuPerJob)))}`,
+          ratio: `${fmt(timeRatio, 4)}× time, ${fmt(cpuRatio, 4)}× CPU`,
+          ...(current ? { goal: "≤ 1.02", met: timeRatio <= 1.02 } : {})
+        })
+        if (current) goals.push({ goal: "1. keyless overhead ratio ≤ 1.02", measured: `${fmt(timeRatio, 4)} (time, median of ${rounds} paired rounds); ${fmt(cpuRatio, 4)} (CPU per job)`, met: timeRatio <= 1.02 })
+        // the bars' labels without the effect version (the subtitle has it)
+        const short = version.label.replace(/ \(effect [^)]*\)$/, "")
+        bars.push(
+          { label: `${short} without addon`, value: median(w.map(jps)), note: `${fmt(median(w.map(jps)))}, ${fmt(median(w.map(cpuPerJob)))} ms CPU/job`, ours: current },
+          { label: `${short} with addon`, value: median(a.map(jps)), note: `${fmt(median(a.map(jps)))}, ${fmt(median(a.map(cpuPerJob)))} ms CPU/job, ratio ${fmt(timeRatio, 4)}`, ours: current }
+        )
+      }
+      if (before !== undefined) {
+        // after / before, paired by round, addon registered and not
+        for (const addon of ["without addon", "with addon"] as const) {
+          const now = res.get(addon)!
+          const then = res.get(`${before.label}: ${addon}`)!
+          const rate = median(now.map((x, i) => jps(x) / jps(then[i]!)))
+          const cpu = median(now.map((x, i) => cpuPerJob(x) / cpuPerJob(then[i]!)))
+          rows.push({ scenario: "1 keyless", system: `${oursLabel} / ${before.label}, ${addon}`, metric: "paired ratios: jobs/s; CPU ms/job", value: `${fmt(rate, 4)}×; ${fmt(cpu, 4)}×` })
+        }
+      }
       panels.push({
-        title: `1. Keyless: ${jobs.toLocaleString("en-US")} no-op jobs, 8 fibers`,
+        title: `1. Keyless: ${jobs.toLocaleString("en-US")} no-op jobs, 8 fibers${OWN_PROCESS ? " (each run in its own process)" : ""}`,
         unit: "jobs/s, median",
-        bars: [
-          { label: "warp-effect without addon", value: median(w.map(jps)), note: fmt(median(w.map(jps))), ours: true },
-          { label: "warp-effect with addon", value: median(a.map(jps)), note: `${fmt(median(a.map(jps)))} (paired time ratio ${fmt(timeRatio, 4)})`, ours: true }
-        ]
+        bars
       })
     }
 
-    // 9. keyless throughput and cost, every system (Effect's SqlPersistedQueue too: it has no keys)
+    // 9. keyless throughput and cost, every system (Effect's PersistedQueue too: it has no keys); with
+    // BENCH_BEFORE also the before tree, and every system in its own process
     if (enabled("9")) {
       const jobs = scaled(20_000)
-      const systems = { ...backlogSystems, [effectqueue.name]: effectqueue.backlog } as const
-      type Keyless = keyof typeof systems
-      const names = Object.keys(systems) as Array<Keyless>
-      log(`9. keyless, all systems: ${jobs} no-op jobs, 8 workers`)
+      const systems: Record<string, (url: string, spec: BacklogSpec) => Promise<BacklogResult>> = OWN_PROCESS
+        ? {
+            "warp-effect": inOwnProcess(currentTree, "warp"),
+            ...(before === undefined ? {} : { [before.label]: inOwnProcess(before.tree, "warp") }),
+            "graphile-worker": inOwnProcess(currentTree, "graphile"),
+            "pg-boss": inOwnProcess(currentTree, "pgboss"),
+            [effectqueue.name]: inOwnProcess(currentTree, "effectqueue")
+          }
+        : { ...backlogSystems, [effectqueue.name]: effectqueue.backlog }
+      const names = Object.keys(systems)
+      const label = (s: string) => (s === "warp-effect" ? oursLabel : s)
+      log(`9. keyless, all systems: ${jobs} no-op jobs, 8 workers${OWN_PROCESS ? ", each run in its own process" : ""}`)
       const res = await alternate(names, (s) =>
         withFreshDatabase(server.url, (url) =>
-          systems[s](url, { jobs, keyOf: () => undefined, limit: 1, workers: 8, handlerMs: 0, capMs: 60_000, pollMs: 100 })
+          systems[s]!(url, { jobs, keyOf: () => undefined, limit: 1, workers: 8, handlerMs: 0, capMs: 60_000, pollMs: 100 })
         ).then((r) => {
-          log(`   ${s}: ${r.completed} in ${(r.elapsedMs / 1000).toFixed(1)} s = ${fmt(jps(r))} jobs/s, statements/job ${fmt(r.db.statements / Math.max(1, r.succeeded))}, xact/job ${fmt(r.db.xactCommit / Math.max(1, r.succeeded))}, ins+upd/job ${fmt((r.db.tupIns + r.db.tupUpd) / Math.max(1, r.succeeded))}`)
+          log(`   ${label(s)}: ${r.completed} in ${(r.elapsedMs / 1000).toFixed(1)} s = ${fmt(jps(r))} jobs/s, CPU ms/job ${fmt(r.cpuMs! / Math.max(1, r.completed))}, statements/job ${fmt(r.db.statements / Math.max(1, r.succeeded))}, xact/job ${fmt(r.db.xactCommit / Math.max(1, r.succeeded))}, ins+upd/job ${fmt((r.db.tupIns + r.db.tupUpd) / Math.max(1, r.succeeded))}`)
           return r
         })
       )
       raw["9"] = Object.fromEntries(res)
-      const perJob = (s: Keyless, f: (r: BacklogResult) => number) => median(res.get(s)!.map((r) => f(r) / Math.max(1, r.succeeded)))
-      const rate = (s: Keyless) => median(res.get(s)!.map(jps))
-      const best = Math.max(...names.filter((s) => s !== "warp-effect").map(rate))
+      const perJob = (s: string, f: (r: BacklogResult) => number) => median(res.get(s)!.map((r) => f(r) / Math.max(1, r.succeeded)))
+      const rate = (s: string) => median(res.get(s)!.map(jps))
+      /** CPU time of the worker's process per job that ran in the window. */
+      const cpu = (s: string) => median(res.get(s)!.map((r) => r.cpuMs! / Math.max(1, r.completed)))
+      const best = Math.max(...names.filter((s) => !s.startsWith("warp-effect")).map(rate))
+      /** After / before, paired by round (the order flips every round). */
+      const paired = (f: (r: BacklogResult) => number) => {
+        const now = res.get("warp-effect")!
+        const then = res.get(before!.label)!
+        return median(now.map((r, i) => f(r) / f(then[i]!)))
+      }
       for (const s of names) {
         rows.push({
-          scenario: "9 keyless, all systems",
-          system: s,
-          metric: "jobs/s; statements / xact / ins+upd / +del per job",
-          value: `${fmt(rate(s))}; ${fmt(perJob(s, (r) => r.db.statements))} / ${fmt(perJob(s, (r) => r.db.xactCommit))} / ${fmt(perJob(s, (r) => r.db.tupIns + r.db.tupUpd))} / ${fmt(perJob(s, (r) => r.db.tupIns + r.db.tupUpd + r.db.tupDel))}`,
-          ...(s === "warp-effect" ? { ratio: `${fmt(rate(s) / best)}× best peer` } : {})
+          scenario: `9 keyless, all systems${OWN_PROCESS ? " (own processes)" : ""}`,
+          system: label(s),
+          metric: "jobs/s; CPU ms/job; statements / xact / ins+upd / +del per job",
+          value: `${fmt(rate(s))}; ${fmt(cpu(s))}; ${fmt(perJob(s, (r) => r.db.statements))} / ${fmt(perJob(s, (r) => r.db.xactCommit))} / ${fmt(perJob(s, (r) => r.db.tupIns + r.db.tupUpd))} / ${fmt(perJob(s, (r) => r.db.tupIns + r.db.tupUpd + r.db.tupDel))}`,
+          ...(s === "warp-effect"
+            ? {
+                ratio: `${fmt(rate(s) / best)}× best peer${
+                  before === undefined ? "" : `; vs ${before.label} (paired): ${fmt(paired(jps))}× jobs/s, ${fmt(paired((r) => r.cpuMs! / Math.max(1, r.completed)))}× CPU/job`
+                }`
+              }
+            : s === before?.label
+            ? { ratio: `${fmt(rate(s) / best)}× best peer` }
+            : {})
         })
       }
-      panels.push({
-        title: `9. Keyless: ${jobs.toLocaleString("en-US")} no-op jobs, 8 workers, every system`,
-        unit: "jobs/s",
-        bars: names.map((s) => ({ label: s, value: rate(s), note: `${fmt(rate(s))} (${fmt(perJob(s, (r) => r.db.xactCommit))} xact/job)`, ours: s === "warp-effect" }))
-      })
+      panels.push(
+        {
+          title: `9. Keyless: ${jobs.toLocaleString("en-US")} no-op jobs, 8 workers, every system${OWN_PROCESS ? " (each run in its own process)" : ""}`,
+          unit: "jobs/s",
+          bars: names.map((s) => ({ label: label(s), value: rate(s), note: `${fmt(rate(s))} (${fmt(perJob(s, (r) => r.db.xactCommit))} xact/job)`, ours: s === "warp-effect" }))
+        },
+        {
+          title: `9. Keyless: CPU time of the worker's process per job`,
+          unit: "ms per job, median",
+          better: "lower",
+          bars: names.map((s) => ({ label: label(s), value: cpu(s), note: `${fmt(cpu(s))} ms`, ours: s === "warp-effect" }))
+        }
+      )
     }
 
     // 2 + 5. contended Wait
@@ -682,7 +761,7 @@ const runOn = async (kind: "fast" | "durable") => {
 }
 
 const main = async () => {
-  // the bench's own peers are in bench/node_modules; @effect/sql comes with the root's install
+  // the bench's own peers are in bench/node_modules; effect and @effect/sql-pg come with the root's install
   const peerVersion = (name: string) => {
     for (const dir of ["node_modules", "../node_modules"]) {
       try {
@@ -692,6 +771,13 @@ const main = async () => {
       }
     }
     return "unknown"
+  }
+  if (BEFORE_COMMIT !== undefined && (enabled("1") || enabled("9"))) {
+    const tree = prepareBeforeTree(BEFORE_COMMIT)
+    const v = treeVersions(tree)
+    const commit = tree.split("/").pop()!
+    before = { commit, tree, label: `warp-effect ${v.project} (effect ${v.effect})`, project: v.project, effect: v.effect }
+    log(`before tree: ${tree} (${before.label}); current: ${oursLabel}; scenarios 1 and 9 run each system in its own process (${process.execPath}, ${process.version})`)
   }
   const servers: Array<{ kind: string; postgres: string; server: string }> = []
   /**
@@ -711,10 +797,13 @@ const main = async () => {
       scale: SCALE,
       rounds: ROUNDS,
       only: ONLY ?? "all",
-      peers: { "graphile-worker": peerVersion("graphile-worker"), "pg-boss": peerVersion("pg-boss"), "@effect/sql": peerVersion("@effect/sql") },
+      peers: { "graphile-worker": peerVersion("graphile-worker"), "pg-boss": peerVersion("pg-boss"), effect: peerVersion("effect"), "@effect/sql-pg": peerVersion("@effect/sql-pg") },
+      project: current.project,
+      processes: OWN_PROCESS ? "scenarios 1 and 9: every run in its own process" : "every run in this process",
+      ...(before === undefined ? {} : { before: { commit: before.commit, project: before.project, effect: before.effect, tree: before.tree } }),
       wallSeconds: Math.round((performance.now() - started) / 1000)
     }
-    const summary = `${meta.date.slice(0, 10)}, ${meta.cpus} CPUs (${meta.cpuModel}), Node ${meta.node}, PostgreSQL ${meta.postgres} ${meta.server}, graphile-worker ${meta.peers["graphile-worker"]}, pg-boss ${meta.peers["pg-boss"]}, @effect/sql ${meta.peers["@effect/sql"]}, scale ${SCALE}, ${ROUNDS} rounds, wall ${meta.wallSeconds} s${partial ? " (partial)" : ""}`
+    const summary = `${meta.date.slice(0, 10)}, ${meta.cpus} CPUs (${meta.cpuModel}), Node ${meta.node}, PostgreSQL ${meta.postgres} ${meta.server}, graphile-worker ${meta.peers["graphile-worker"]}, pg-boss ${meta.peers["pg-boss"]}, warp-effect ${current.project} on effect ${meta.peers.effect}${before === undefined ? "" : ` (before: ${before.label}, ${before.commit})`}, scale ${SCALE}, ${ROUNDS} rounds, wall ${meta.wallSeconds} s${partial ? " (partial)" : ""}`
     // each run's raw figures, without the per-job completion orders (`order`: thousands of ids a run,
     // which the scenarios reduce to the figures kept beside them)
     writeFileSync(here(`${OUT}.json`), JSON.stringify({ meta, goals, rows, raw }, (k, v) => (k === "order" ? undefined : v), 2) + "\n")

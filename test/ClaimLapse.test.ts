@@ -11,7 +11,7 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
-import * as TestClock from "effect/TestClock"
+import * as TestClock from "effect/testing/TestClock"
 import { Contract, Handler, JobStore, JobStoreMemory, type Outcome, Publisher, Registry, Worker } from "warp-effect"
 
 const Lapse = Contract.job("ClaimLapse", Schema.Struct({}))
@@ -28,9 +28,9 @@ const delayedStore = (claimed: Deferred.Deferred<void>, reply: Deferred.Deferred
           Effect.tap(store.fetch(workerId, limit, lease, hint), (rows) =>
             rows.length === 0 || held || workerId !== "late-worker"
               ? Effect.void
-              : Effect.zipRight(
+              : Effect.andThen(
                   Effect.sync(() => (held = true)),
-                  Effect.zipRight(Deferred.succeed(claimed, undefined), Deferred.await(reply))
+                  Effect.andThen(Deferred.succeed(claimed, undefined), Deferred.await(reply))
                 )
           ),
         finalize: (f) => Effect.tap(store.finalize(f), () => Deferred.succeed(finalized, f.outcome))

@@ -18,7 +18,7 @@ const env = pgWorkerEnv
 
 /** Gate acquisitions of keys in family `family` so far in this process. */
 const acquired = (family: string) =>
-  Metric.value(Metric.tagged(Metric.tagged(gateTotal, "result", "Acquired"), "key_family", family)).pipe(Effect.map((s) => s.count))
+  Metric.value(Metric.withAttributes(gateTotal, { result: "Acquired", key_family: family })).pipe(Effect.map((s) => s.count))
 
 describe("Worker on PostgreSQL: slot reuse, contended keys, batches", () => {
   it.live("keyed jobs, one claim per attempt (maxBatch 1): each attempt's finalizing write claims the next and takes its slot, so the lane runs neither a claim nor a slot scan of its own", () => {
@@ -36,7 +36,7 @@ describe("Worker on PostgreSQL: slot reuse, contended keys, batches", () => {
     // the store with its `fetch` calls counted (the claims a lane runs on its own)
     const counted = Layer.effect(
       JobStore,
-      Effect.map(JobStore, (store): JobStore["Type"] => ({ ...store, fetch: (...args) => Effect.tap(store.fetch(...args), () => void fetches++) }))
+      Effect.map(JobStore, (store): JobStore["Service"] => ({ ...store, fetch: (...args) => Effect.tap(store.fetch(...args), () => Effect.sync(() => void fetches++)) }))
     )
     return Effect.gen(function* () {
       const p = yield* Publisher.Publisher
@@ -44,7 +44,7 @@ describe("Worker on PostgreSQL: slot reuse, contended keys, batches", () => {
         p.enqueue(Work, { key: `carry:${i}`, i }, JobParameters.make().withSemaphore(`carry:${i}`, 1, "Wait")))
       yield* Effect.acquireUseRelease(
         Effect.sync(() => void (pg.Client.prototype.query = counting as any)),
-        () => Effect.scoped(Effect.zipRight(Worker.make({ addons: [Concurrency.addon], concurrency: 1, maxBatch: 1, pollInterval: "20 millis" }), drained(60_000))),
+        () => Effect.scoped(Effect.andThen(Worker.make({ addons: [Concurrency.addon], concurrency: 1, maxBatch: 1, pollInterval: "20 millis" }), drained(60_000))),
         () => Effect.sync(() => void (pg.Client.prototype.query = query))
       )
       for (let i = 0; i < 30; i++) expect(runs.get(i)).toBe(1)
@@ -66,7 +66,7 @@ describe("Worker on PostgreSQL: slot reuse, contended keys, batches", () => {
       const runs = new Map<number, number>()
       const family = `reuse${reuse}`
       const handler = Handler.job(Work, ({ i, key }) =>
-        holders.hold(key, Effect.sleep("2 millis").pipe(Effect.zipRight(Effect.sync(() => runs.set(i, (runs.get(i) ?? 0) + 1)))))
+        holders.hold(key, Effect.sleep("2 millis").pipe(Effect.andThen(Effect.sync(() => runs.set(i, (runs.get(i) ?? 0) + 1)))))
       )
       return Effect.gen(function* () {
         const p = yield* Publisher.Publisher
@@ -74,7 +74,7 @@ describe("Worker on PostgreSQL: slot reuse, contended keys, batches", () => {
         const ids = yield* Effect.forEach(Array.from({ length: 60 }, (_, i) => i), (i) => p.enqueue(Work, { key: `${family}:1`, i }, params))
         const before = yield* acquired(family)
         yield* Effect.scoped(
-          Effect.zipRight(Worker.make({ addons: [Concurrency.addon], concurrency: 6, pollInterval: "5 millis", ...(reuse ? { slotReuse: {} } : { slotReuse: false }) }), drained(60_000))
+          Effect.andThen(Worker.make({ addons: [Concurrency.addon], concurrency: 6, pollInterval: "5 millis", ...(reuse ? { slotReuse: {} } : { slotReuse: false }) }), drained(60_000))
         )
         const passes = (yield* acquired(family)) - before
         expect(holders.max.get(`${family}:1`)).toBe(1)
@@ -94,7 +94,7 @@ describe("Worker on PostgreSQL: slot reuse, contended keys, batches", () => {
     const handler = Handler.job(Work, ({ i, key }) =>
       holders.hold(
         key,
-        (i % 2 === 0 ? mutexHolders.hold(key, Effect.sleep("3 millis")) : Effect.sleep("3 millis")).pipe(Effect.zipRight(Effect.sync(() => runs++)))
+        (i % 2 === 0 ? mutexHolders.hold(key, Effect.sleep("3 millis")) : Effect.sleep("3 millis")).pipe(Effect.andThen(Effect.sync(() => runs++)))
       )
     )
     return Effect.gen(function* () {
@@ -102,7 +102,7 @@ describe("Worker on PostgreSQL: slot reuse, contended keys, batches", () => {
       yield* Effect.forEach(Array.from({ length: 60 }, (_, i) => i), (i) =>
         p.enqueue(Work, { key: "api", i }, i % 2 === 0 ? JobParameters.make().withMutex("api", "Wait") : JobParameters.make().withSemaphore("api", 3))
       )
-      yield* Effect.scoped(Effect.zipRight(Worker.make({ addons: [Concurrency.addon], concurrency: 8, pollInterval: "5 millis", ...(reuse ? { slotReuse: {} } : {}) }), drained(60_000)))
+      yield* Effect.scoped(Effect.andThen(Worker.make({ addons: [Concurrency.addon], concurrency: 8, pollInterval: "5 millis", ...(reuse ? { slotReuse: {} } : {}) }), drained(60_000)))
       expect(holders.max.get("api")).toBeLessThanOrEqual(3)
       expect(mutexHolders.max.get("api")).toBe(1)
       expect(runs).toBe(60)
@@ -144,12 +144,12 @@ describe("Worker on PostgreSQL: slot reuse, contended keys, batches", () => {
       const slow = {
         ...store,
         finalize: (f: Parameters<typeof store.finalize>[0]) =>
-          Effect.zipRight(f.outcome._tag === "Succeeded" ? Effect.sleep("60 millis") : Effect.void, store.finalize(f))
+          Effect.andThen(f.outcome._tag === "Succeeded" ? Effect.sleep("60 millis") : Effect.void, store.finalize(f))
       }
       yield* Effect.scoped(
         Effect.gen(function* () {
           yield* Worker.make({ addons: [Concurrency.addon], concurrency: 4, pollInterval: "5 millis", slotReuse: {} })
-          while (runs < 60) yield* Effect.yieldNow()
+          while (runs < 60) yield* Effect.yieldNow
         })
       ).pipe(Effect.provideService(JobStore, slow))
       const counts = yield* (yield* JobStore).countByState

@@ -33,6 +33,7 @@ if [ ! -d "$tree/node_modules/effect" ] || [ "$tree/package-lock.json" -nt "$tre
   echo "before.sh: npm ci in $tree (its own lock file)" >&2
   (cd "$tree" && npm ci --no-audit --no-fund >&2)
 fi
+mkdir -p "$tree/bench/lib"
 cp "$here/backlogChild.ts" "$tree/bench/lib/backlogChild.ts"
 echo "before.sh: $tree: warp-effect $(node -p "require('$tree/package.json').version"), effect $(node -p "require('$tree/node_modules/effect/package.json').version")" >&2
 echo "$tree"

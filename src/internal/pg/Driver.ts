@@ -16,7 +16,7 @@
  *
  * @since 0.3.0
  */
-import type * as PgClient from "@effect/sql-pg/PgClient"
+import * as PgClient from "@effect/sql-pg/PgClient"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
@@ -74,7 +74,7 @@ export type DriverConfig = Pick<
 export const driverConfigOf = (sql: unknown, override?: DriverConfig): DriverConfig | undefined => {
   const config = (sql as { config?: unknown } | undefined)?.config as (PgClient.PgPoolConfig & { stream?: unknown }) | undefined
   // a SqlClient is a function (the `sql` template tag) with the client's fields
-  const isPg = (typeof sql === "function" || (typeof sql === "object" && sql !== null)) && "~@effect/sql-pg/PgClient" in sql && typeof config === "object" && config !== null
+  const isPg = (typeof sql === "function" || (typeof sql === "object" && sql !== null)) && PgClient.TypeId in sql && typeof config === "object" && config !== null
   if (isPg && config.stream !== undefined && override === undefined) return undefined
   if (!isPg) return override
   return override === undefined ? config : { ...config, ...override }

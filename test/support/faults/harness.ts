@@ -18,7 +18,7 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import * as PgClient from "@effect/sql-pg/PgClient"
-import * as SqlClient from "@effect/sql/SqlClient"
+import * as SqlClient from "effect/sql/SqlClient"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Redacted from "effect/Redacted"
@@ -238,7 +238,7 @@ const scenario = (s: Scenario, log: (line: string) => void) =>
         Layer.provideMerge(JobStorePg.layer),
         Layer.provideMerge(direct())
       )
-    const retrying = Schedule.spaced("50 millis").pipe(Schedule.intersect(Schedule.recurs(600)))
+    const retrying = Schedule.max([Schedule.spaced("50 millis"), Schedule.recurs(600)])
 
     // migrate, start the workers, enqueue
     const ids = yield* Effect.gen(function* () {

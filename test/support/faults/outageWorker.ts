@@ -16,10 +16,9 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
-import * as Logger from "effect/Logger"
-import * as LogLevel from "effect/LogLevel"
 import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
+import * as References from "effect/References"
 import { Concurrency, CurrentAttempt, Handler, JobStorePg, Registry, SemaphoreProviderPg, Worker } from "warp-effect"
 import { Work } from "../../soak/workload.js"
 
@@ -67,7 +66,7 @@ const record = (r: Omit<Record, "proc" | "pid" | "ns">) =>
 const handler = Handler.job(Work, ({ ms }, info) =>
   Effect.gen(function* () {
     const attempt = yield* Effect.serviceOption(CurrentAttempt)
-    const policy = Option.flatMap(attempt, (a) => Option.fromNullable(a.policies.concurrency))
+    const policy = Option.flatMap(attempt, (a) => Option.fromNullishOr(a.policies.concurrency))
     const key = Option.match(policy, { onNone: () => null, onSome: (p) => p.key })
     const limit = Option.match(policy, { onNone: () => null, onSome: (p) => p.limit })
     const base = { job: info.jobId, attempt: info.attempt, key, limit }
@@ -75,7 +74,7 @@ const handler = Handler.job(Work, ({ ms }, info) =>
       Effect.sync(() => record({ e: "enter", ...base })),
       () => Effect.sleep(Duration.millis(ms)),
       (_, exit) =>
-        Effect.sync(() => record({ e: "exit", ...base, result: Exit.isSuccess(exit) ? "ok" : Exit.isInterrupted(exit) ? "interrupted" : "failed" }))
+        Effect.sync(() => record({ e: "exit", ...base, result: Exit.isSuccess(exit) ? "ok" : Exit.hasInterrupts(exit) ? "interrupted" : "failed" }))
     )
   })
 )
@@ -138,6 +137,6 @@ const main = Effect.gen(function* () {
   return yield* Effect.never
 }).pipe(Effect.scoped)
 
-NodeRuntime.runMain(main.pipe(Effect.provide(env), Logger.withMinimumLogLevel(LogLevel.Info)), {
+NodeRuntime.runMain(main.pipe(Effect.provide(env), Effect.provideService(References.MinimumLogLevel, "Info")), {
   disableErrorReporting: false
 })
