@@ -220,17 +220,15 @@ export const makeDriverPool = (config: DriverConfig): Effect.Effect<DriverPool, 
       Effect.promise(() => pool.end().catch(() => {})).pipe(Effect.timeoutOption("5 seconds"), Effect.asVoid)
     )
     // a checked-out client has no listener of the pool's: one of its own, for as long as it lives (a
-    // client whose `error` event finds no listener throws it), whoever holds it
-    const guarded = new WeakSet<object>()
+    // client whose `error` event finds no listener throws it, and the process dies), whoever holds it.
+    // Attached on the pool's `connect` event, which pg-pool emits synchronously before it hands the new
+    // client out: a listener added once `pool.connect()` resolves (a microtask later) missed an error the
+    // server sent in the same read as its ReadyForQuery (a backend terminated while connecting).
+    pool.on("connect", (client) => {
+      client.on("error", () => {})
+    })
     const connect: Effect.Effect<PooledClient, unknown> = Effect.tryPromise({
-      try: () =>
-        pool.connect().then((client) => {
-          if (!guarded.has(client)) {
-            guarded.add(client)
-            client.on("error", () => {})
-          }
-          return client satisfies PooledClient
-        }),
+      try: () => pool.connect().then((client) => client satisfies PooledClient),
       catch: (cause) => cause
     })
     return {

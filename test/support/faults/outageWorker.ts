@@ -105,6 +105,8 @@ const answerWatchdog = (ms: number) => () => {
   }, Math.max(10, ms / 8))
   timer.unref()
   socket.once("close", () => clearInterval(timer))
+  // @effect/sql-pg 4 writes to the stream it is handed at once: it must be connected (or connecting) here
+  socket.connect(Number(url.port || 5432), url.hostname)
   return socket
 }
 
