@@ -5,6 +5,7 @@
  * @since 0.1.0
  */
 import type { Addon } from "./internal/attempt/Pipeline.js"
+import * as Enforcement from "./internal/policy/Enforcement.js"
 import * as internal from "./internal/worker/Worker.js"
 
 /**
@@ -14,6 +15,25 @@ import * as internal from "./internal/worker/Worker.js"
  * @category models
  */
 export type WorkerOptions<A extends ReadonlyArray<Addon<any>> = ReadonlyArray<Addon<never>>> = internal.WorkerOptions<A>
+
+/**
+ * A registered handler or contract (or a global default) declares a policy family that no behavior of
+ * this worker enforces — a `Mutex` or `Semaphore` without `Concurrency.addon`, a `RateLimit` without
+ * `RateLimitAddon.addon`, a `CircuitBreaker` without `CircuitBreakerAddon.addon`. The worker's Layer fails
+ * to build with it instead of running those jobs with the policy ignored; `message` names the family,
+ * where it is declared and the fix. (A job enqueued with such a policy ends Failed with
+ * `Policy not enforced — …` in its trail.)
+ *
+ * @since 1.0.0
+ * @category errors
+ */
+export const UnenforcedPolicy = Enforcement.UnenforcedPolicy
+
+/**
+ * @since 1.0.0
+ * @category errors
+ */
+export type UnenforcedPolicy = Enforcement.UnenforcedPolicy
 
 /**
  * A handle on a running worker.

@@ -1,6 +1,8 @@
 import { describe, expect, it } from "@effect/vitest"
+import * as Cause from "effect/Cause"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
 import * as Metric from "effect/Metric"
 import * as Schema from "effect/Schema"
@@ -181,16 +183,18 @@ for (const [name, env] of setups) {
 }
 
 describe("Concurrency addon registration", () => {
-  it.live("without the addon, declared concurrency policy is not enforced (but still stamped)", () => {
+  it.live("without the addon, a handler's declared concurrency policy stops the worker from starting: nothing runs, nothing is lost", () => {
     const holders = new HolderCounter()
     const handler = Handler.job(Work, ({ key }) => holders.hold(key, Effect.sleep("20 millis")), { policy: [Mutex("k", { mode: "Wait" })] })
     return Effect.gen(function* () {
       const p = yield* Publisher.Publisher
       const ids = yield* Effect.forEach([1, 2, 3, 4], (i) => p.enqueue(Work, { key: "k", i }))
-      yield* Effect.scoped(Effect.andThen(Worker.make({ concurrency: 4, pollInterval: "5 millis" }), drained()))
-      expect(holders.max.get("k")).toBeGreaterThan(1)
-      const d = yield* detail(ids[0]!)
-      expect((d.job.metadata as any).policies.concurrency).toMatchObject({ source: "handler", value: { key: "k", limit: 1, mode: "Wait" } })
+      const exit = yield* Effect.exit(Effect.scoped(Worker.make({ concurrency: 4, pollInterval: "5 millis" })))
+      expect(Exit.isFailure(exit) && Cause.pretty(exit.cause)).toContain(
+        "UnenforcedPolicy: handler 'Work' of contract 'Work' declares a concurrency (Mutex / Semaphore) policy, but this worker has no addon that enforces it"
+      )
+      expect(holders.max.get("k")).toBeUndefined()
+      for (const id of ids) expect((yield* detail(id)).job.state).toBe("Enqueued")
     }).pipe(
       Effect.provide(
         Publisher.layer.pipe(Layer.provideMerge(Registry.layer({ handlers: [handler] })), Layer.provideMerge(JobStoreMemory.layer))

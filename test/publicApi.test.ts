@@ -151,7 +151,7 @@ const EXPECTED = {
     "TimeoutPolicy",
     "TimeoutScope",
     "Warp", "Warp.BuildError", "Warp.Services", "Warp.WarpOptions", "Warp.layer", "Warp.layerMemory",
-    "Worker", "Worker.WorkerHandle", "Worker.WorkerOptions", "Worker.attemptsTotal", "Worker.layer", "Worker.make"
+    "Worker", "Worker.UnenforcedPolicy", "Worker.WorkerHandle", "Worker.WorkerOptions", "Worker.attemptsTotal", "Worker.layer", "Worker.make"
   ],
   testing: [
     "EmbeddedPostgres", "EmbeddedPostgres.EmbeddedServer", "EmbeddedPostgres.start",

@@ -5,7 +5,8 @@
  */
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
-import { Worker } from "warp-effect"
+import * as Layer from "effect/Layer"
+import { Concurrency, SemaphoreProviderMemory, Worker } from "warp-effect"
 import * as JobId from "../../src/internal/job/JobId.js"
 import { existsSync, mkdirSync, mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
@@ -362,7 +363,18 @@ describe.skipIf(!available)("dashboard in a browser", () => {
     const failed = await bare.run(Effect.flatMap(F.JobStoreTag, (s) => s.list({ state: "Failed", limit: 10, offset: 0 })))
     const id = failed.rows[0]!.id
     const worker = await bare.run(
-      Effect.forkDetach(Effect.scoped(Effect.andThen(Worker.make({ concurrency: 2, pollInterval: "20 millis" }), Effect.never)))
+      Effect.forkDetach(
+        Effect.scoped(
+          Effect.andThen(
+            // the app has no concurrency addon of its own: the worker gets in-memory limits and slots (the
+            // fixture's contracts declare Mutex / Semaphore, which a worker without the addon refuses)
+            Worker.make({ concurrency: 2, pollInterval: "20 millis", addons: [Concurrency.addon] }).pipe(
+              Effect.provide(Layer.merge(Concurrency.layerMemoryLimits, SemaphoreProviderMemory.layer))
+            ),
+            Effect.never
+          )
+        )
+      )
     )
     try {
       const page = await browser.newPage()

@@ -70,17 +70,19 @@ export const seed: Effect.Effect<Seeded, unknown, Env> = Effect.gen(function* ()
   const caches = yield* Effect.forEach(["eu", "us", "ap", "eu"], (region) => p.enqueue(RefreshCache, { region }))
   const ledgers = yield* Effect.forEach(["acme", "globex"], (account) => p.enqueue(SyncLedger, { account }))
   const hostileJob = yield* p.enqueue(Hostile, { note: hostile }, JobParameters.make().withSemaphore(hostile, 2))
-  // the concurrency addon runs when the app has it (the PostgreSQL app), as an app would register it
+  // the concurrency addon runs with the app's limits and provider where the app has them (the PostgreSQL
+  // app); the memory app's worker gets in-memory ones of its own, so its dashboard still has no limits
+  // manager (a worker without the addon refuses the contracts' Mutex / Semaphore)
   const manager = yield* Effect.serviceOption(ConcurrencyLimitManager)
   const provider = yield* Effect.serviceOption(SemaphoreProvider)
-  const options = { concurrency: 4, pollInterval: "10 millis" } as const
+  const options = { concurrency: 4, pollInterval: "10 millis", addons: [Concurrency.addon] } as const
   const worker =
     Option.isSome(manager) && Option.isSome(provider)
-      ? Worker.make({ ...options, addons: [Concurrency.addon] }).pipe(
+      ? Worker.make(options).pipe(
           Effect.provideService(ConcurrencyLimitManager, manager.value),
           Effect.provideService(SemaphoreProvider, provider.value)
         )
-      : Worker.make(options)
+      : Worker.make(options).pipe(Effect.provide(Layer.merge(Concurrency.layerMemoryLimits, SemaphoreProviderMemory.layer)))
   yield* Effect.scoped(Effect.andThen(worker, drained(30_000)))
   const waiting = yield* Effect.forEach([1, 2], (i) => p.enqueue(ChargeCard, { invoice: 2000 + i, customer: "c-late" }))
   const later = yield* p.schedule(ChargeCard, { invoice: 3000, customer: "c-tomorrow" }, new Date(Date.now() + 86_400_000))

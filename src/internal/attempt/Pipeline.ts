@@ -9,6 +9,7 @@ import type * as Effect from "effect/Effect"
 import type * as Scope from "effect/Scope"
 import type { Attempt } from "./Attempt.js"
 import type { Outcome } from "../job/Outcome.js"
+import type { FamilyName } from "../policy/PolicyFamily.js"
 import type { Slot } from "../semaphore/SemaphoreProvider.js"
 
 /** One pipeline behavior, with its own requirements already provided. */
@@ -46,6 +47,12 @@ export const compose = (
 export interface Addon<R = never> {
   readonly name: string
   readonly order: number
+  /**
+   * The policy families this addon enforces. The worker refuses to start when a registered handler or
+   * contract declares a family that neither its core (retry, timeout) nor an addon enforces, and fails a
+   * job whose enqueue-time policy has one (see `Enforcement`).
+   */
+  readonly enforces?: ReadonlyArray<FamilyName>
   readonly behavior: Effect.Effect<Behavior, never, R>
 }
 

@@ -18,10 +18,13 @@ import * as Schema from "effect/Schema"
 import { Registry, type Registered } from "../job/Registry.js"
 import { GlobalPolicies } from "../policy/GlobalPolicies.js"
 import * as JobMetadata from "../policy/JobMetadata.js"
-import type { Policies } from "../policy/PolicyFamily.js"
+import * as Enforcement from "../policy/Enforcement.js"
+import { type FamilyName, familyNames, type Policies } from "../policy/PolicyFamily.js"
 import type { Attempt } from "./Attempt.js"
 import { JobContext } from "./JobContext.js"
 import * as PolicyResolution from "./PolicyResolution.js"
+
+const allFamilies: ReadonlySet<FamilyName> = new Set(familyNames)
 
 /** Why a claimed row cannot run; the attempt ends Failed with this reason. */
 export class Unrunnable extends Data.TaggedError("Unrunnable")<{ readonly reason: string }> {}
@@ -44,7 +47,9 @@ export class ResolvedPolicy extends Context.Service<ResolvedPolicy, ResolvedPoli
 export const resolve = (
   context: JobContext["Service"],
   registry: Registry["Service"],
-  globals: Policies
+  globals: Policies,
+  /** The families the worker enforces: a resolved policy of another family makes the row unrunnable. */
+  enforced: ReadonlySet<FamilyName> = allFamilies
 ): Result.Result<ResolvedPolicyValue, Unrunnable> => {
   const { job, startedAt, workerId } = context
   const unrunnable = (reason: string) => Result.fail(new Unrunnable({ reason }))
@@ -66,6 +71,8 @@ export const resolve = (
   if (Result.isFailure(stored)) return unrunnable(`Job metadata is invalid: ${stored.failure}`)
   const resolution = PolicyResolution.resolve({ stored: stored.success, handler, contract, globals, now: startedAt, payload: payload.success })
   if (resolution.failure !== undefined) return unrunnable(resolution.failure)
+  const missing = Enforcement.unenforced(resolution.effective, enforced)
+  if (missing.length > 0) return unrunnable(Enforcement.auditText(missing, workerId))
   return Result.succeed({
     registered: registered.value,
     payload: payload.success,

@@ -14,6 +14,7 @@ import { CircuitBreakerState, layerMemory as stateMemory, layerPg as statePg } f
 /** The addon: hand it to the worker (`addons: [CircuitBreakerAddon.addon]`); it needs a `CircuitBreakerState`. */
 export const addon: Addon<CircuitBreakerState> = {
   name: "circuitBreaker",
+  enforces: ["circuitBreaker"],
   order: order.circuitBreaker,
   behavior: Effect.map(CircuitBreakerState, CircuitBreakerBehavior.make)
 }

@@ -1,6 +1,7 @@
 /**
- * Registration of the concurrency addon. Without it, the runtime ignores declared concurrency
- * policy (it is still stamped, like any family) and the dashboard hides its page.
+ * Registration of the concurrency addon. A worker without it refuses handlers and contracts that
+ * declare concurrency policy (`UnenforcedPolicy`) and fails jobs enqueued with one; the dashboard hides
+ * its concurrency page.
  *
  * @since 0.1.0
  */
@@ -20,6 +21,7 @@ import { ConcurrencyLimitManager, layerMemory, layerPg, layerPgWithoutMigrations
  */
 export const addon: Addon<SemaphoreProvider | ConcurrencyLimitManager | JobStore> = {
   name: "concurrency",
+  enforces: ["concurrency"],
   order: order.concurrency,
   behavior: Effect.gen(function* () {
     const provider = yield* SemaphoreProvider

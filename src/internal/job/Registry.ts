@@ -28,6 +28,8 @@ export interface RegistryService {
   readonly contract: (type: string) => Option.Option<AnyContract>
   /** Recurring registrations. */
   readonly recurring: ReadonlyArray<Recurring>
+  /** Every registered handler, in registration order. */
+  readonly handlers: ReadonlyArray<AnyHandler>
   /** Answers an in-memory request in-process. */
   readonly send: <A, B>(contract: RequestContract<string, A>, request: A) => Effect.Effect<B, unknown>
 }
@@ -73,6 +75,7 @@ export const make = <H extends ReadonlyArray<AnyHandler>>(input: RegistryInput<H
       messageHandlers: (type) => byMessage.get(type) ?? [],
       contract: (type) => Option.fromNullishOr(contracts.get(type)),
       recurring: input.recurring ?? [],
+      handlers: input.handlers,
       send: <A, B>(contract: RequestContract<string, A>, request: A) => {
         const reg = requests.get(contract.name)
         if (reg === undefined || reg.handler._tag !== "RequestHandler") {

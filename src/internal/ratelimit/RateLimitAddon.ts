@@ -14,6 +14,7 @@ import { RateLimiter, layerMemory as limiterMemory, layerPg as limiterPg } from 
 /** The addon: hand it to the worker (`addons: [RateLimitAddon.addon]`); it needs a `RateLimiter`. */
 export const addon: Addon<RateLimiter> = {
   name: "rateLimit",
+  enforces: ["rateLimit"],
   order: order.rateLimit,
   behavior: Effect.map(RateLimiter, RateLimitBehavior.make)
 }

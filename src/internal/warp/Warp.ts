@@ -20,6 +20,7 @@ import * as Registry from "../job/Registry.js"
 import * as Scheduler from "../publisher/Scheduler.js"
 import * as Worker from "../worker/Worker.js"
 import type * as Declaration from "../policy/Declaration.js"
+import type { UnenforcedPolicy } from "../policy/Enforcement.js"
 import * as GlobalPolicies from "../policy/GlobalPolicies.js"
 import * as RateLimitAddon from "../ratelimit/RateLimitAddon.js"
 import type { RateLimiter } from "../ratelimit/RateLimiter.js"
@@ -68,8 +69,12 @@ export interface WarpOptions<H extends ReadonlyArray<AnyHandler>, E = never, R =
 /** What the entry Layer provides. */
 export type Services = Publisher.Publisher | Registry.Registry | JobStore | ConcurrencyLimitManager | SemaphoreProvider | GlobalPolicies.GlobalPolicies
 
-/** How building the entry Layer can fail. */
-export type BuildError = StoreError | LimitStoreError
+/**
+ * How building the entry Layer can fail: the store or the admin limits cannot be reached or migrated, or
+ * a handler declares a policy that the worker's addons do not enforce (`UnenforcedPolicy`: a `RateLimit`
+ * or `CircuitBreaker` without `rateLimit: true` / `circuitBreaker: true`).
+ */
+export type BuildError = StoreError | LimitStoreError | UnenforcedPolicy
 
 const addonsOf = (options: { readonly rateLimit?: boolean | undefined; readonly circuitBreaker?: boolean | undefined }) => {
   const addons: Array<Addon<SemaphoreProvider | ConcurrencyLimitManager | RateLimiter | CircuitBreakerState | JobStore>> = [Concurrency.addon]
@@ -105,7 +110,7 @@ export const layer = <const H extends ReadonlyArray<AnyHandler>, E = never, R = 
  */
 export const layerMemory = <const H extends ReadonlyArray<AnyHandler>, E = never, R = never>(
   options: WarpOptions<H, E, R>
-): Layer.Layer<Services, E, Requirements<H[number]> | R> => {
+): Layer.Layer<Services, E | UnenforcedPolicy, Requirements<H[number]> | R> => {
   const provider: Layer.Layer<SemaphoreProvider, E, R> = options.semaphoreProvider ?? SemaphoreProviderMemory.layer
   return compose(
     options,
@@ -118,10 +123,10 @@ const compose = <H extends ReadonlyArray<AnyHandler>, E, R, E2, R2, R3>(
   options: WarpOptions<H, E, R>,
   infra: Layer.Layer<JobStore | ConcurrencyLimitManager | SemaphoreProvider, E2, R2>,
   addonState: Layer.Layer<RateLimiter | CircuitBreakerState, never, R3>
-): Layer.Layer<Services, E2, R2 | R3 | Requirements<H[number]>> => {
+): Layer.Layer<Services, E2 | UnenforcedPolicy, R2 | R3 | Requirements<H[number]>> => {
   const registry = Registry.layer({ handlers: options.handlers, recurring: options.recurring ?? [] })
   const shared = Layer.mergeAll(registry, GlobalPolicies.layer(options.globals ?? []), infra)
-  const processes: Layer.Layer<never, never, JobStore | Registry.Registry | SemaphoreProvider | ConcurrencyLimitManager | R3> =
+  const processes: Layer.Layer<never, UnenforcedPolicy, JobStore | Registry.Registry | SemaphoreProvider | ConcurrencyLimitManager | R3> =
     options.worker === false
       ? Layer.empty
       : Layer.merge(

@@ -32,6 +32,7 @@ import { Outcome } from "../job/Outcome.js"
 import { Registry } from "../job/Registry.js"
 import * as Telemetry from "../observability/Telemetry.js"
 import { GlobalPolicies } from "../policy/GlobalPolicies.js"
+import type { FamilyName } from "../policy/PolicyFamily.js"
 import type { ConcurrencyPolicy } from "../policy/PolicyValues.js"
 import { fusedRelease } from "../semaphore/SemaphoreProviderPg.js"
 import type { SemaphoreProviderService } from "../semaphore/SemaphoreProvider.js"
@@ -77,6 +78,8 @@ export interface AttemptRunner {
 /** The pieces an attempt runner is built from. */
 export interface RunnerOptions {
   readonly state: WorkerState
+  /** The policy families this worker enforces (its core and its addons'): a job resolved to another fails. */
+  readonly enforced: ReadonlySet<FamilyName>
   readonly finalizer: Finalizer
   readonly registry: Registry["Service"]
   /** The pipeline's behaviors, outermost first. */
@@ -115,7 +118,7 @@ export const make = (options: RunnerOptions): AttemptRunner => {
       Effect.flatMap(GlobalPolicies, (globals) =>
         Effect.flatMap(globals.current, (current): Effect.Effect<A, E | ResolvedPolicy.Unrunnable> => {
           const context: JobContext.JobContextValue = { job, workerId: config.workerId, startedAt }
-          const resolved = ResolvedPolicy.resolve(context, options.registry, current)
+          const resolved = ResolvedPolicy.resolve(context, options.registry, current, options.enforced)
           return Result.isFailure(resolved)
             ? Effect.fail(resolved.failure)
             : Effect.provideContext(

@@ -16,8 +16,11 @@ import * as Option from "effect/Option"
 import type * as Scope from "effect/Scope"
 import type { Addon, AddonServices, Behavior } from "../attempt/Pipeline.js"
 import type { Job } from "../job/Job.js"
-import { Registry } from "../job/Registry.js"
+import { Registry, type RegistryService } from "../job/Registry.js"
 import * as Telemetry from "../observability/Telemetry.js"
+import * as Enforcement from "../policy/Enforcement.js"
+import { GlobalPolicies } from "../policy/GlobalPolicies.js"
+import type { FamilyName, Policies } from "../policy/PolicyFamily.js"
 import type { ConcurrencyPolicy } from "../policy/PolicyValues.js"
 import * as RetryBehavior from "../retry/RetryBehavior.js"
 import { JobStore } from "../store/JobStore.js"
@@ -38,6 +41,33 @@ export const coreBehaviors: ReadonlyArray<Behavior> = [RetryBehavior.behavior, T
 /** Attempts by outcome, job type and key family, as an Effect metric (`warp_attempts_total`). */
 export const attemptsTotal = Telemetry.attempts
 
+/**
+ * The first policy that a registered handler or contract, a recurring job's contract or a global default
+ * declares and that `enforced` does not cover, as the error the worker's build fails with.
+ */
+export const checkEnforced = (
+  registry: RegistryService,
+  globals: Policies,
+  enforced: ReadonlySet<FamilyName>
+): Enforcement.UnenforcedPolicy | undefined => {
+  const sites: Array<readonly [string, Policies]> = []
+  for (const handler of registry.handlers) {
+    if (handler._tag === "JobHandler" || handler._tag === "MessageHandler") {
+      sites.push([`handler '${handler.name}' of contract '${handler.contract.name}'`, handler.policies])
+    }
+    if (handler._tag !== "RequestHandler" && handler._tag !== "StreamHandler") {
+      sites.push([`contract '${handler.contract.name}'`, handler.contract.policies])
+    }
+  }
+  for (const r of registry.recurring) sites.push([`contract '${r.contract.name}' (recurring)`, r.contract.policies])
+  sites.push(["the global defaults (GlobalPolicies)", globals])
+  for (const [site, policies] of sites) {
+    const missing = Enforcement.unenforced(policies, enforced)
+    if (missing.length > 0) return Enforcement.unenforcedPolicy(missing[0]!, site)
+  }
+  return undefined
+}
+
 /** A handle on a running worker. */
 export interface WorkerHandle {
   readonly workerId: string
@@ -50,13 +80,20 @@ export interface WorkerHandle {
  * addons it is given. Global defaults come from `GlobalPolicies` (a reference: none unless provided),
  * read at every attempt; saga handlers are serialized per correlation through the store's own locks
  * (`JobStore.locks`), which span every process sharing the store.
+ *
+ * Fails with `UnenforcedPolicy` when a registered handler or contract (or a global default) declares a
+ * policy family that neither the worker's core (retry, timeout) nor one of `addons` enforces — e.g. a
+ * `Mutex` with no `Concurrency.addon` — rather than run such jobs with the policy ignored.
  */
 export const make = <const A extends ReadonlyArray<Addon<any>> = []>(
   options: WorkerOptions<A> = {}
-): Effect.Effect<WorkerHandle, never, Scope.Scope | JobStore | Registry | AddonServices<A>> =>
+): Effect.Effect<WorkerHandle, Enforcement.UnenforcedPolicy, Scope.Scope | JobStore | Registry | AddonServices<A>> =>
   Effect.gen(function* () {
     const store = yield* JobStore
     const registry = yield* Registry
+    const enforced = new Set<FamilyName>([...Enforcement.core, ...(options.addons ?? []).flatMap((a) => a.enforces ?? [])])
+    const refused = checkEnforced(registry, yield* (yield* GlobalPolicies).current, enforced)
+    if (refused !== undefined) return yield* refused
     // the addons' behaviors by their order (outermost first), then the core ones
     const addons: Array<Behavior> = []
     for (const addon of [...(options.addons ?? [])].sort((a, b) => a.order - b.order)) addons.push(yield* addon.behavior)
@@ -68,6 +105,7 @@ export const make = <const A extends ReadonlyArray<Addon<any>> = []>(
     let reuseSlot: (policy: ConcurrencyPolicy, later: Array<Job>) => Effect.Effect<number> = () => Effect.succeed(0)
     const runner = RunAttempt.make({
       state,
+      enforced,
       finalizer,
       registry,
       behaviors: [...addons, ...coreBehaviors],
@@ -104,4 +142,4 @@ export const make = <const A extends ReadonlyArray<Addon<any>> = []>(
 /** A worker as a Layer: starts when the layer is built, shuts down gracefully when it is released. */
 export const layer = <const A extends ReadonlyArray<Addon<any>> = []>(
   options: WorkerOptions<A> = {}
-): Layer.Layer<never, never, JobStore | Registry | AddonServices<A>> => Layer.effectDiscard(make(options))
+): Layer.Layer<never, Enforcement.UnenforcedPolicy, JobStore | Registry | AddonServices<A>> => Layer.effectDiscard(make(options))
