@@ -30,7 +30,18 @@ import * as Layer from "effect/Layer"
 import * as Redacted from "effect/Redacted"
 import * as Schema from "effect/Schema"
 import { admin, urlOf } from "./support/server.js"
-import { Concurrency, Contract, Handler, JobParameters, JobStorePg, Outcome, Publisher, Registry, SemaphoreProviderPg, Worker } from "../src/index.js"
+import {
+  Concurrency,
+  Contract,
+  Handler,
+  Job,
+  JobParameters,
+  JobStorePg,
+  Publisher,
+  Registry,
+  SemaphoreProviderPg,
+  Worker
+} from "../src/index.js"
 import { JobStore } from "../src/internal/store/JobStore.js"
 
 const HOT = Number(process.env.HOT ?? 10_000)
@@ -116,7 +127,7 @@ const costs = (weighted: boolean) =>
         const rounds = 300
         for (let n = 0; n < rounds; n++) {
           const got = yield* store.fetch("bench", BATCH, Duration.seconds(30))
-          for (const job of got) yield* store.finalize({ job, workerId: "bench", outcome: Outcome.Succeeded(), metadata: job.metadata })
+          for (const job of got) yield* store.finalize({ job, workerId: "bench", outcome: Job.Outcome.Succeeded(), metadata: job.metadata })
         }
         const claimMs = (performance.now() - s2) / rounds
         return { enqueueMs, singleMs, claimMs }
@@ -201,7 +212,7 @@ const warmUp = () =>
         const store = yield* JobStore
         for (let n = 0; n < 50; n++) {
           const got = yield* store.fetch("warm", BATCH, Duration.seconds(30))
-          for (const job of got) yield* store.finalize({ job, workerId: "warm", outcome: Outcome.Succeeded(), metadata: job.metadata })
+          for (const job of got) yield* store.finalize({ job, workerId: "warm", outcome: Job.Outcome.Succeeded(), metadata: job.metadata })
         }
       }).pipe(Effect.provide(env(url, [])), Effect.scoped)
     )

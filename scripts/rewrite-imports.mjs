@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 /**
  * Rewrites deep imports of `src/internal/...` in test/ and examples/ to the package's public entries
- * (`warp-effect`, `warp-effect/testing`, `warp-effect/redis`, `warp-effect/dashboard`) wherever every
+ * (`warp-effect`, `warp-effect/testing`, `warp-effect/provider`, `warp-effect/redis`, `warp-effect/dashboard`) wherever every
  * name the import brings in is public under the same name; anything else stays a deep import (tests of
  * internals keep theirs). Rerunnable: `node scripts/rewrite-imports.mjs [files or directories...]`
  * (default: test examples). Prints the files it changed.
@@ -24,6 +24,7 @@ const entries = {
   "warp-effect": "index.ts",
   "warp-effect/testing": "testing.ts",
   "warp-effect/testing/vitest": "testing/vitest.ts",
+  "warp-effect/provider": "provider.ts",
   "warp-effect/redis": "redis.ts",
   "warp-effect/dashboard": "dashboard.ts"
 }

@@ -1,39 +1,23 @@
 /**
- * Concurrency control: `Mutex` and `Semaphore` declarations, the typed enqueue-time accessor, and the
- * worker addon that enforces them (`Worker.layer({ addons: [Concurrency.addon] })`) with its admin
- * limit Layers.
+ * Concurrency control: the persisted policy and its typed enqueue-time accessor, the worker addon that
+ * enforces `Mutex` and `Semaphore` declarations (`Worker.layer({ addons: [Concurrency.addon] })`) with
+ * its admin limit Layers, the audit texts of a full key and the gate's metric. `Mutex` and
+ * `Semaphore` themselves are exported flat by `warp-effect`.
  *
  * @since 0.1.0
  */
 import * as addonInternal from "./internal/concurrency/ConcurrencyAddon.js"
 import * as internal from "./internal/concurrency/Concurrency.js"
+import * as behavior from "./internal/concurrency/ConcurrencyBehavior.js"
 
 /**
- * Options of {@link Mutex} and {@link Semaphore}: the `mode` when the key is full, a `total` cap over a
+ * Options of `Mutex` and `Semaphore`: the `mode` when the key is full, a `total` cap over a
  * group of keys, and (since 0.3.0) an opt-in fair-share `weight`.
  *
  * @since 0.1.0
  * @category models
  */
 export type ConcurrencyOptions = internal.ConcurrencyOptions
-
-/**
- * At most one job of `key` processing at once, across every worker and process (mode: Skip unless given).
- *
- * @since 0.1.0
- * @category constructors
- */
-export const Mutex = internal.Mutex
-
-/**
- * At most `limit` jobs of `key` processing at once, across every worker and process (mode: Wait unless given).
- * `limit` may be a function of the payload (since 0.3.0): computed once by the attempt that stamps the
- * policy, stamped as a number; an invalid result fails the job (see {@link LimitFrom}).
- *
- * @since 0.1.0
- * @category constructors
- */
-export const Semaphore = internal.Semaphore
 
 /**
  * A concurrency limit computed from the job's decoded payload: `Semaphore("api", (p) => p.tier === "gold" ? 8 : 2)`.
@@ -46,7 +30,7 @@ export const Semaphore = internal.Semaphore
 export type LimitFrom<P = any> = internal.LimitFrom<P>
 
 /**
- * The draft edited by `JobParameters.configure(ConcurrencyMetadata, (m) => ...)`.
+ * The draft edited by `configure(ConcurrencyMetadata, (m) => ...)` on `JobParameters.make()`.
  *
  * @since 0.1.0
  * @category models
@@ -134,3 +118,27 @@ export const layerWithoutMigrations = addonInternal.layerWithoutMigrations
  * @category layers
  */
 export const layerMemoryLimits = addonInternal.layerMemoryLimits
+
+/**
+ * The audit text of a Skip-mode cancellation: `Cancelled — '{key}' full ({limit} slots)`.
+ *
+ * @since 0.1.0
+ * @category texts
+ */
+export const cancelledText = behavior.cancelledText
+
+/**
+ * The audit text of a Wait- or Fifo-mode requeue: `Requeued — '{key}' full ({limit} slots)`.
+ *
+ * @since 0.1.0
+ * @category texts
+ */
+export const requeuedText = behavior.requeuedText
+
+/**
+ * Gate results, as an Effect metric tagged `result` and `key_family` (`warp_concurrency_gate_total`).
+ *
+ * @since 0.1.0
+ * @category metrics
+ */
+export const gateTotal = behavior.gateTotal

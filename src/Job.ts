@@ -1,6 +1,6 @@
 /**
- * Jobs as stored and observed: rows, states, outcomes, the current attempt, enqueue-time parameters
- * and the publishing error.
+ * Jobs as stored and observed: rows, states, outcomes, the current attempt, and the errors of a refused
+ * payload or argument. Enqueue-time parameters are in `JobParameters`.
  *
  * @since 0.2.0
  */
@@ -8,10 +8,8 @@ import * as attempt from "./internal/attempt/Attempt.js"
 import * as invalidArgument from "./internal/error/InvalidArgument.js"
 import * as errors from "./internal/job/errors.js"
 import * as job from "./internal/job/Job.js"
-import * as parameters from "./internal/publisher/JobParameters.js"
 import * as state from "./internal/job/JobState.js"
 import * as outcome from "./internal/job/Outcome.js"
-import type { FamilyName } from "./internal/policy/PolicyFamily.js"
 
 /**
  * A job row.
@@ -116,40 +114,6 @@ export const CurrentAttempt = attempt.CurrentAttempt
  * @category services
  */
 export type CurrentAttempt = attempt.CurrentAttempt
-
-/**
- * Explicit enqueue-time metadata: `JobParameters.make().pipe(...)` with concurrency, retry, timeout
- * and other per-job settings.
- *
- * @since 0.1.0
- * @category constructors
- */
-export const JobParameters = parameters.JobParameters
-
-/**
- * Explicit enqueue-time metadata.
- *
- * @since 0.1.0
- * @category models
- */
-export type JobParameters = parameters.JobParameters
-
-/**
- * The 4th argument of `JobParameters.withMutex` / `withSemaphore`, in place of a bare total cap:
- * `{ total?, weight? }` (`weight`: opt-in weighted fair share across keys, a finite number > 0).
- *
- * @since 0.3.0
- * @category models
- */
-export type ConcurrencyParameterOptions = parameters.ConcurrencyParameterOptions
-
-/**
- * A typed accessor of one policy family's metadata (e.g. `ConcurrencyMetadata`).
- *
- * @since 0.1.0
- * @category models
- */
-export type MetadataAccessor<K extends FamilyName, D> = parameters.MetadataAccessor<K, D>
 
 /**
  * A payload that does not match its contract's schema.

@@ -8,31 +8,6 @@ import * as internal from "./internal/store/JobStore.js"
 import * as error from "./internal/store/StoreError.js"
 
 /**
- * The single finalizing write of one attempt.
- *
- * @since 0.1.0
- * @category models
- */
-export type Finalize = internal.Finalize
-
-/**
- * A claim a finalizing write may carry (`Finalize.claim`): the next rows of the writing lane, claimed
- * in the same statement by a store that can (the PostgreSQL store, on a held slot's connection).
- *
- * @since 0.3.0
- * @category models
- */
-export type CarriedClaim = internal.CarriedClaim
-
-/**
- * What a worker tells `fetch` about keys it saw full (so the store can skip them).
- *
- * @since 0.2.0
- * @category models
- */
-export type FetchHint = internal.FetchHint
-
-/**
  * Which jobs `list` shows: id, concurrency-key prefix, type, state(s), creation window.
  *
  * @since 0.3.0
@@ -120,24 +95,6 @@ export type CancelResult = internal.CancelResult
  * @category models
  */
 export type CancelRequest = internal.CancelRequest
-
-/**
- * What a worker reports of itself to the registry with each heartbeat.
- *
- * @since 0.3.0
- * @category models
- */
-export type WorkerReport = internal.WorkerReport
-
-/**
- * A running job whose row does not carry its concurrency key yet (resolved from its handler or
- * contract in its first attempt), as its worker reports it in `WorkerReport.slots`: the limit in force
- * and where the key was declared.
- *
- * @since 0.3.0
- * @category models
- */
-export type ReportedJob = internal.ReportedJob
 
 /**
  * A worker as the registry sees it (the workers page), with `connections`, the PostgreSQL connections of its

@@ -1,7 +1,8 @@
 /**
- * Policy declarations (`Retry`, `Timeout`, `RateLimit`, `CircuitBreaker`; `Mutex` and `Semaphore`
- * are in `Concurrency`), placed on a contract, a handler, at enqueue (`JobParameters`) or as global
- * defaults, and the persisted values they stamp into a job's metadata.
+ * Policies: the type of a declaration, the error of an invalid one, and the persisted values
+ * declarations stamp into a job's metadata. The declarations themselves (`Mutex`, `Semaphore`, `Retry`,
+ * `Timeout`, `RateLimit`, `CircuitBreaker`) are exported flat by `warp-effect`, the words of a
+ * `policy: [...]` list on a contract, a handler or as global defaults (at enqueue: `JobParameters`).
  *
  * @since 0.2.0
  */
@@ -21,48 +22,12 @@ import * as values from "./internal/policy/PolicyValues.js"
 export type Declaration<K extends FamilyName = FamilyName, P extends Declaration_.Placement = Declaration_.Placement> = Declaration_.Declaration<K, P>
 
 /**
- * Options of {@link Retry}.
+ * Options of `Retry`.
  *
  * @since 0.1.0
  * @category models
  */
 export type RetryOptions = policies.RetryOptions
-
-/**
- * Up to `maxAttempts` attempts in total (attempts count handler runs); a failed attempt is
- * rescheduled with exponential backoff.
- *
- * @since 0.1.0
- * @category constructors
- */
-export const Retry = policies.Retry
-
-/**
- * A timeout: `PerAttempt` (default) bounds one handler run; `Total` bounds the job from its enqueue
- * (contract or enqueue only).
- *
- * @since 0.1.0
- * @category constructors
- */
-export const Timeout = policies.Timeout
-
-/**
- * At most `limit` starts of jobs sharing `key` per `window`, across all workers; surplus is requeued
- * to the next window (needs `RateLimitAddon.addon`).
- *
- * @since 0.1.0
- * @category constructors
- */
-export const RateLimit = policies.RateLimit
-
-/**
- * After `threshold` consecutive failures in `group`, jobs of the group are requeued until `cooldown`
- * has passed (needs `CircuitBreakerAddon.addon`).
- *
- * @since 0.1.0
- * @category constructors
- */
-export const CircuitBreaker = policies.CircuitBreaker
 
 /**
  * An invalid policy input (blank key, limit below 1, ...); publishing fails with it.

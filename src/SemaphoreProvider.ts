@@ -1,7 +1,8 @@
 /**
  * The semaphore provider seam: named counting semaphores whose slots are held by a scope. Provide
  * `SemaphoreProviderPg.layer`, `SemaphoreProviderMemory.layer`, the Redis provider of
- * `warp-effect/redis`, or your own (check it with `ProviderContract.suite` of `warp-effect/testing`).
+ * `warp-effect/redis`, or your own (what writing one needs is in `warp-effect/provider`; check it with
+ * `ProviderContract.suite` of `warp-effect/testing/vitest`).
  *
  * @since 0.1.0
  */
@@ -54,19 +55,3 @@ export const SemaphoreProvider = internal.SemaphoreProvider
  * @category services
  */
 export type SemaphoreProvider = internal.SemaphoreProvider
-
-/**
- * The name of slot `index` of semaphore `name` (`name:index`), as every provider names its slots.
- *
- * @since 0.1.0
- * @category utils
- */
-export const slotName = internal.slotName
-
-/**
- * Fails with a `SemaphoreError` unless `limit` is an integer >= 1 (for providers' `tryAcquire`).
- *
- * @since 0.1.0
- * @category utils
- */
-export const validateLimit = internal.validateLimit

@@ -31,8 +31,8 @@ export type WarpOptions<H extends ReadonlyArray<any>, E = never, R = never> = in
 export type Services = internal.Services
 
 /**
- * How building the entry Layer can fail: a `StoreError` (core migration or store) or a
- * `LimitStoreError` (the concurrency addon's migration).
+ * How building the entry Layer can fail: a `JobStore.StoreError` (core migration or store) or a
+ * `ConcurrencyLimitManager.LimitStoreError` (the concurrency addon's migration).
  *
  * @since 0.2.0
  * @category errors

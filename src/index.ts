@@ -2,8 +2,14 @@
  * Warp: background jobs on PostgreSQL for Effect applications, with distributed Mutex / Semaphore
  * concurrency control.
  *
- * Subpath entries: `warp-effect/testing` (provider contract suite, embedded PostgreSQL),
- * `warp-effect/redis` (Redis semaphore provider, needs `ioredis`), `warp-effect/dashboard` (web dashboard).
+ * One namespace per module (`Warp`, `Contract`, `Handler`, `Job`, `JobParameters`, `Publisher`,
+ * `Worker`, `Policy`, `Concurrency`, ...), and flat only the policy declarations written in
+ * `policy: [...]` lists: `Mutex`, `Semaphore`, `Retry`, `Timeout`, `RateLimit`, `CircuitBreaker`.
+ *
+ * Subpath entries: `warp-effect/testing` (generated workloads, a deterministic runtime, embedded
+ * PostgreSQL), `warp-effect/testing/vitest` (the provider contract suite), `warp-effect/provider`
+ * (what a custom semaphore provider needs), `warp-effect/redis` (Redis semaphore provider, needs
+ * `ioredis`), `warp-effect/dashboard` (web dashboard).
  *
  * @since 0.1.0
  * @module warp-effect
@@ -82,39 +88,32 @@ export * as Scheduler from "./Scheduler.js"
  * @category modules
  */
 export * as Pipeline from "./Pipeline.js"
-export {
-  type Attempt,
-  type ConcurrencyParameterOptions,
-  CurrentAttempt,
-  InvalidArgument,
-  InvalidPayload,
-  Job,
-  type JobDetail,
-  type JobLog,
-  JobParameters,
-  JobState,
-  type LogKind,
-  type MetadataAccessor,
-  type NewJob,
-  Outcome
-} from "./Job.js"
+/**
+ * Jobs as stored and observed: `Job.Job` (a row), `Job.JobState`, `Job.Outcome`, `Job.CurrentAttempt`,
+ * `Job.InvalidPayload`, ...
+ *
+ * @since 1.0.0
+ * @category modules
+ */
+export * as Job from "./Job.js"
+/**
+ * Explicit enqueue-time metadata: `JobParameters.make().withSemaphore("api", 4)`.
+ *
+ * @since 1.0.0
+ * @category modules
+ */
+export * as JobParameters from "./JobParameters.js"
 
 // ---- policies ------------------------------------------------------------------------------------
-export {
-  CircuitBreaker,
-  CircuitBreakerPolicy,
-  type Declaration,
-  InvalidPolicy,
-  MAX_KEY_LENGTH,
-  RateLimit,
-  RateLimitPolicy,
-  Retry,
-  type RetryOptions,
-  RetryPolicy,
-  Timeout,
-  TimeoutPolicy,
-  TimeoutScope
-} from "./Policy.js"
+export { CircuitBreaker, Mutex, RateLimit, Retry, Semaphore, Timeout } from "./Declarations.js"
+/**
+ * Policies: `Policy.Declaration`, `Policy.InvalidPolicy`, `Policy.RetryOptions` and the persisted policy
+ * values (`Policy.RetryPolicy`, `Policy.TimeoutPolicy`, ...).
+ *
+ * @since 1.0.0
+ * @category modules
+ */
+export * as Policy from "./Policy.js"
 /**
  * Global policy defaults (a `Context.Reference`).
  *
@@ -145,29 +144,14 @@ export * as RateLimitAddon from "./RateLimitAddon.js"
 export * as CircuitBreakerAddon from "./CircuitBreakerAddon.js"
 
 // ---- concurrency ---------------------------------------------------------------------------------
-export {
-  type ConcurrencyDraft,
-  ConcurrencyMetadata,
-  ConcurrencyMode,
-  type ConcurrencyOptions,
-  ConcurrencyPolicy,
-  Mutex,
-  Semaphore
-} from "./Concurrency.js"
 /**
- * The concurrency addon (`Concurrency.addon`) and its admin-limit Layers; also `Mutex`, `Semaphore`.
+ * The concurrency addon (`Concurrency.addon`) and its admin-limit Layers, the persisted policy, the
+ * audit texts of a full key and the gate's metric.
  *
  * @since 0.1.0
  * @category modules
  */
 export * as Concurrency from "./Concurrency.js"
-/**
- * The concurrency gate as data.
- *
- * @since 0.1.0
- * @category modules
- */
-export * as ConcurrencyBehavior from "./ConcurrencyBehavior.js"
 /**
  * Admin overrides of concurrency limits.
  *
@@ -240,4 +224,3 @@ export * as Migrations from "./Migrations.js"
  * @category modules
  */
 export * as Database from "./Database.js"
-export { StoreError } from "./JobStore.js"

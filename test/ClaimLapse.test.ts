@@ -12,12 +12,12 @@ import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
 import * as TestClock from "effect/testing/TestClock"
-import { Contract, Handler, JobStore, JobStoreMemory, type Outcome, Publisher, Registry, Worker } from "warp-effect"
+import { Contract, Handler, Job, JobStore, JobStoreMemory, Publisher, Registry, Worker } from "warp-effect"
 
 const Lapse = Contract.job("ClaimLapse", Schema.Struct({}))
 
 /** The memory store, with the first non-empty claim's reply held back until `reply` completes. */
-const delayedStore = (claimed: Deferred.Deferred<void>, reply: Deferred.Deferred<void>, finalized: Deferred.Deferred<Outcome>) =>
+const delayedStore = (claimed: Deferred.Deferred<void>, reply: Deferred.Deferred<void>, finalized: Deferred.Deferred<Job.Outcome>) =>
   Layer.effect(
     JobStore.JobStore,
     Effect.map(JobStore.JobStore, (store): JobStore.JobStoreService => {
@@ -43,7 +43,7 @@ describe("a claim whose reply came back after its lease", () => {
     Effect.gen(function* () {
       const claimed = yield* Deferred.make<void>()
       const reply = yield* Deferred.make<void>()
-      const finalized = yield* Deferred.make<Outcome>()
+      const finalized = yield* Deferred.make<Job.Outcome>()
       let runs = 0
       const handlers = [Handler.job(Lapse, () => Effect.sync(() => void runs++))]
       const env = Publisher.layer.pipe(Layer.provideMerge(Registry.layer({ handlers })), Layer.provideMerge(delayedStore(claimed, reply, finalized)))

@@ -8,7 +8,6 @@ import * as Metric from "effect/Metric"
 import * as Schema from "effect/Schema"
 import {
   Concurrency,
-  ConcurrencyMetadata,
   Contract,
   Handler,
   JobParameters,
@@ -147,7 +146,7 @@ for (const [name, env] of setups) {
         yield* limits.addOrUpdateLimit("api", 2)
         const p = yield* Publisher.Publisher
         yield* Effect.forEach(Array.from({ length: 20 }, (_, i) => i), (i) => p.enqueue(Work, { key: "api", i }))
-        const viaConfigure = JobParameters.make().configure(ConcurrencyMetadata, (m) => {
+        const viaConfigure = JobParameters.make().configure(Concurrency.ConcurrencyMetadata, (m) => {
           m.key = "api"
           m.limit = 5
           m.mode = "Wait"

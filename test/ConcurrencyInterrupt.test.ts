@@ -10,11 +10,11 @@ import * as Fiber from "effect/Fiber"
 import * as Option from "effect/Option"
 import * as ConcurrencyBehavior from "../src/internal/concurrency/ConcurrencyBehavior.js"
 import { LOCK_PREFIX } from "../src/internal/concurrency/ConcurrencyBehavior.js"
-import { type Attempt, ConcurrencyLimitManager, JobStoreMemory, Outcome, SemaphoreProviderMemory } from "warp-effect"
+import { ConcurrencyLimitManager, Job, JobStoreMemory, SemaphoreProviderMemory } from "warp-effect"
 import { ConcurrencyPolicy } from "../src/internal/policy/PolicyValues.js"
 
-const attemptOn = (key: string): Attempt =>
-  ({ job: { id: `job-${key}`, scheduleTime: new Date() }, policies: { concurrency: new ConcurrencyPolicy({ key, limit: 1, mode: "Wait" }) } }) as unknown as Attempt
+const attemptOn = (key: string): Job.Attempt =>
+  ({ job: { id: `job-${key}`, scheduleTime: new Date() }, policies: { concurrency: new ConcurrencyPolicy({ key, limit: 1, mode: "Wait" }) } }) as unknown as Job.Attempt
 
 describe("Concurrency gate: interruption", () => {
   it.effect("the slot is held until the interrupted handler's finalizers have run", () =>
@@ -27,7 +27,7 @@ describe("Concurrency gate: interruption", () => {
       const mayFinish = yield* Deferred.make<void>()
       const handler = Effect.andThen(Deferred.succeed(entered, undefined), Effect.never).pipe(
         Effect.onInterrupt(() => Effect.andThen(Deferred.succeed(cleaning, undefined), Deferred.await(mayFinish))),
-        Effect.as(Outcome.Succeeded())
+        Effect.as(Job.Outcome.Succeeded())
       )
       const attempt = yield* Effect.forkChild(Effect.scoped(gate.wrap(attemptOn("k"), handler)))
       yield* Deferred.await(entered)
@@ -54,7 +54,7 @@ describe("Concurrency gate: interruption", () => {
       let cleaned = false
       const handler = Effect.andThen(Deferred.succeed(entered, undefined), Effect.never).pipe(
         Effect.onInterrupt(() => Effect.andThen(Effect.yieldNow, Effect.sync(() => void (cleaned = true)))),
-        Effect.as(Outcome.Succeeded())
+        Effect.as(Job.Outcome.Succeeded())
       )
       const attempt = yield* Effect.forkChild(Effect.scoped(gate.wrap(attemptOn("k"), handler)))
       yield* Deferred.await(entered)

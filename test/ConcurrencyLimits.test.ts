@@ -15,17 +15,15 @@ import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
 import {
-  type Attempt,
   Concurrency,
-  ConcurrencyMetadata,
   Contract,
   Handler,
+  Job,
   JobMetadata,
   JobParameters,
   JobStoreMemory,
   JobStorePg,
-  MAX_KEY_LENGTH,
-  Outcome,
+  Policy,
   Publisher,
   Registry,
   Semaphore,
@@ -88,7 +86,7 @@ for (const [name, layer] of managerLayers) {
           { key: "payment-api", slots: 3 }
         ])
         // keys are exact: case, unicode and the longest accepted key
-        const long = "k".repeat(MAX_KEY_LENGTH)
+        const long = "k".repeat(Policy.MAX_KEY_LENGTH)
         yield* limits.addOrUpdateLimit("Payment-API", 4)
         yield* limits.addOrUpdateLimit("ключ:🙂", 2)
         yield* limits.addOrUpdateLimit(long, 2_147_483_647)
@@ -109,7 +107,7 @@ for (const [name, layer] of managerLayers) {
         yield* limits.addOrUpdateLimit("existing", 4)
         const before = yield* stored
         const badSlots: ReadonlyArray<unknown> = [0, -1, 1.5, Number.NaN, Number("abc"), "abc", "5", Number.POSITIVE_INFINITY, 2_147_483_648, null]
-        const badKeys: ReadonlyArray<unknown> = ["", "   ", "\t\n", "k".repeat(10 * 1024), "k".repeat(MAX_KEY_LENGTH + 1), "nul\u0000key", null, undefined]
+        const badKeys: ReadonlyArray<unknown> = ["", "   ", "\t\n", "k".repeat(10 * 1024), "k".repeat(Policy.MAX_KEY_LENGTH + 1), "nul\u0000key", null, undefined]
         const attempts: Array<[unknown, unknown]> = [
           ...badSlots.flatMap((slots): Array<[unknown, unknown]> => [
             ["fresh", slots],
@@ -193,7 +191,7 @@ const holdingAt = (key: string, limit: number, holders: HolderCounter, timeoutMs
   })
 
 /** Enqueues `JOBS` jobs, starts a worker with more fibers than jobs, and checks `key` runs at `limit`. */
-const observeLimit = (key: string, limit: number, holders: HolderCounter, release: Deferred.Deferred<void>, params?: JobParameters) =>
+const observeLimit = (key: string, limit: number, holders: HolderCounter, release: Deferred.Deferred<void>, params?: JobParameters.JobParameters) =>
   Effect.gen(function* () {
     const p = yield* Publisher.Publisher
     const ids = yield* Effect.forEach(Array.from({ length: JOBS }, (_, i) => i), (i) => p.enqueue(Work, { i }, params))
@@ -222,7 +220,7 @@ for (const [name, env] of runtimes) {
 
     it.live("a key with no declared limit runs at 1", () => {
       const holders = new HolderCounter()
-      const params = JobParameters.make().configure(ConcurrencyMetadata, (m) => {
+      const params = JobParameters.make().configure(Concurrency.ConcurrencyMetadata, (m) => {
         m.key = "solo"
         m.mode = "Wait"
       })
@@ -358,8 +356,8 @@ describe("admin rows are sticky across a redeploy (PostgreSQL)", () => {
 })
 
 describe("ConcurrencyLimitResolver", () => {
-  const attemptWith = (concurrency?: ConcurrencyPolicy): Attempt =>
-    ({ job: { id: "job", scheduleTime: new Date() }, policies: concurrency === undefined ? {} : { concurrency } }) as unknown as Attempt
+  const attemptWith = (concurrency?: ConcurrencyPolicy): Job.Attempt =>
+    ({ job: { id: "job", scheduleTime: new Date() }, policies: concurrency === undefined ? {} : { concurrency } }) as unknown as Job.Attempt
 
   it.effect("the gate resolves the limit with exactly one lookup per attempt, and none for a keyless attempt", () => {
     const calls = new Map<string, number>()
@@ -367,7 +365,7 @@ describe("ConcurrencyLimitResolver", () => {
       const limits = yield* Limits
       const gate = ConcurrencyBehavior.make(yield* SemaphoreProviderMemory.make, limits, yield* JobStoreMemory.make)
       const keyed = attemptWith(new ConcurrencyPolicy({ key: "a", limit: 3, mode: "Wait" }))
-      const ran = Effect.succeed(Outcome.Succeeded())
+      const ran = Effect.succeed(Job.Outcome.Succeeded())
       for (let i = 1; i <= 3; i++) {
         expect((yield* Effect.scoped(gate.wrap(keyed, ran)))._tag).toBe("Succeeded")
         expect(calls.get("a")).toBe(i)
@@ -375,7 +373,7 @@ describe("ConcurrencyLimitResolver", () => {
       // admin 1: an attempt running inside another attempt of the key finds it full; one lookup each
       yield* limits.addOrUpdateLimit("a", 1)
       const nested = yield* Effect.scoped(gate.wrap(keyed, Effect.scoped(gate.wrap(keyed, ran))))
-      expect(nested).toEqual(Outcome.Requeued({ reason: requeuedText("a", 1) }))
+      expect(nested).toEqual(Job.Outcome.Requeued({ reason: requeuedText("a", 1) }))
       expect(calls.get("a")).toBe(5)
       expect((yield* Effect.scoped(gate.wrap(attemptWith(), ran)))._tag).toBe("Succeeded")
       expect([...calls.keys()]).toEqual(["a"])

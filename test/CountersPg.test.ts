@@ -13,7 +13,7 @@ import * as Schedule from "effect/Schedule"
 import * as Migrator from "effect/sql/Migrator"
 import * as SqlClient from "effect/sql/SqlClient"
 import pg from "pg"
-import { JobStorePg, Outcome } from "warp-effect"
+import { Job, JobStorePg } from "warp-effect"
 import { JobStore } from "../src/internal/store/JobStore.js"
 import { rollUpCounters } from "../src/internal/store/pg/counters.js"
 import { coreMigrations } from "../src/internal/store/Migrations.js"
@@ -85,7 +85,7 @@ describe("PostgreSQL counters", () => {
       yield* Effect.forEach(
         claimed,
         (job, i) =>
-          store.finalize({ job, workerId: "w1", outcome: i % 4 === 0 ? Outcome.Requeued({ reason: "again" }) : Outcome.Succeeded(), metadata: {} }),
+          store.finalize({ job, workerId: "w1", outcome: i % 4 === 0 ? Job.Outcome.Requeued({ reason: "again" }) : Job.Outcome.Succeeded(), metadata: {} }),
         { concurrency: 8 }
       )
       const requeued = claimed.filter((_, i) => i % 4 === 0)
@@ -120,14 +120,14 @@ describe("PostgreSQL counters", () => {
         sql.withTransaction(
           Effect.gen(function* () {
             // the single finalizing statement, on the transaction's connection (the store's batcher writes from its own fiber)
-            expect(yield* finalize(sql, Effect.succeed("absent" as const), { job: a!, workerId: "w1", outcome: Outcome.Succeeded(), metadata: {} })).toBe(true)
+            expect(yield* finalize(sql, Effect.succeed("absent" as const), { job: a!, workerId: "w1", outcome: Job.Outcome.Succeeded(), metadata: {} })).toBe(true)
             yield* inTx.open
             yield* release.await
           })
         )
       )
       yield* inTx.await
-      yield* store.finalize({ job: b!, workerId: "w1", outcome: Outcome.Succeeded(), metadata: {} })
+      yield* store.finalize({ job: b!, workerId: "w1", outcome: Job.Outcome.Succeeded(), metadata: {} })
       // `b` committed, but `a`'s transaction is older and still open: neither may be folded past (a mark
       // taken as the largest transaction seen would skip `a` for good once it commits)
       expect(yield* rollUpCounters(sql)).toBe(0)
@@ -154,7 +154,7 @@ describe("PostgreSQL counters", () => {
         () => Effect.promise(() => other.query("ROLLBACK").then(() => other.end()))
       )
       const [job] = yield* claimedJobs(1, "o")
-      yield* store.finalize({ job: job!, workerId: "w1", outcome: Outcome.Succeeded(), metadata: {} })
+      yield* store.finalize({ job: job!, workerId: "w1", outcome: Job.Outcome.Succeeded(), metadata: {} })
       // the server's oldest running transaction is the other database's: a mark at the server's xmin
       // would stay below this entry for as long as it is open
       expect(yield* foldAll(1)).toBe(1)
@@ -184,7 +184,7 @@ describe("PostgreSQL counters", () => {
           { concurrency: "unbounded", discard: true }
         )
       )
-      yield* Effect.forEach(claimed, (job) => store.finalize({ job, workerId: "w1", outcome: Outcome.Succeeded(), metadata: {} }), {
+      yield* Effect.forEach(claimed, (job) => store.finalize({ job, workerId: "w1", outcome: Job.Outcome.Succeeded(), metadata: {} }), {
         concurrency: 8
       })
       done = true
@@ -210,7 +210,7 @@ describe("PostgreSQL counters", () => {
         const store = yield* JobStore
         expect((yield* store.counters).get("stats:succeeded")).toBe(7)
         const [job] = yield* claimedJobs(1, "new")
-        yield* store.finalize({ job: job!, workerId: "w1", outcome: Outcome.Succeeded(), metadata: {} })
+        yield* store.finalize({ job: job!, workerId: "w1", outcome: Job.Outcome.Succeeded(), metadata: {} })
         expect(yield* store.counters).toEqual(new Map([["stats:succeeded", 8], ["stats:succeeded:Even", 8]]))
         expect(yield* foldAll(1)).toBe(1)
         expect(yield* store.counters).toEqual(new Map([["stats:succeeded", 8], ["stats:succeeded:Even", 8]]))

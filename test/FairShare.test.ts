@@ -11,7 +11,7 @@
 import { describe, expect, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
-import { Concurrency, Contract, Handler, JobParameters, Publisher, Worker } from "warp-effect"
+import { Concurrency, Contract, Handler, JobParameters, Mutex, Publisher, Semaphore, Worker } from "warp-effect"
 import { memoryWorkerEnv, workerEnvs } from "./support/env.js"
 import { detail, drained } from "./support/runtime.js"
 
@@ -115,15 +115,15 @@ for (const [name, makeEnv] of workerEnvs) {
 
 describe("weight: policy input", () => {
   it("a weight must be a finite number > 0", () => {
-    expect(() => Concurrency.Semaphore("k", 2, { weight: 0 })).toThrow(/^Semaphore\("k", 2, \{"weight":0\}\): weight must be a finite number > 0, got 0/)
-    expect(() => Concurrency.Mutex("k", { weight: Number.NaN })).toThrow(/weight must be a finite number > 0, got NaN/)
-    expect(() => Concurrency.Mutex("k", { weight: Infinity })).toThrow(/weight must be a finite number > 0/)
+    expect(() => Semaphore("k", 2, { weight: 0 })).toThrow(/^Semaphore\("k", 2, \{"weight":0\}\): weight must be a finite number > 0, got 0/)
+    expect(() => Mutex("k", { weight: Number.NaN })).toThrow(/weight must be a finite number > 0, got NaN/)
+    expect(() => Mutex("k", { weight: Infinity })).toThrow(/weight must be a finite number > 0/)
     expect(JobParameters.make().withSemaphore("k", 2, "Wait", { weight: -1 }).error?.message).toMatch(/^JobParameters\.withSemaphore\("k", 2, "Wait", .*\): weight must be a finite number > 0, got -1/)
-    expect(Concurrency.Semaphore("k", 2, { weight: 0.5 }).value.weight).toBe(0.5)
+    expect(Semaphore("k", 2, { weight: 0.5 }).value.weight).toBe(0.5)
   })
 
   it("not with mode Fifo", () => {
-    expect(() => Concurrency.Semaphore("k", 2, { mode: "Fifo", weight: 2 })).toThrow(/a weight cannot be used with mode 'Fifo'/)
+    expect(() => Semaphore("k", 2, { mode: "Fifo", weight: 2 })).toThrow(/a weight cannot be used with mode 'Fifo'/)
     expect(JobParameters.make().withMutex("k", "Fifo", { weight: 2 }).error?.message).toMatch(/a weight cannot be used with mode 'Fifo'/)
   })
 
@@ -137,8 +137,8 @@ describe("weight: policy input", () => {
 })
 
 describe("weight: carried at enqueue", () => {
-  const Weighted = Contract.job("FairShareWeighted", Schema.Struct({ n: Schema.Number }), { policy: [Concurrency.Semaphore("reports", 2, { weight: 3 })] })
-  const Unweighted = Contract.job("FairShareUnweighted", Schema.Struct({ n: Schema.Number }), { policy: [Concurrency.Semaphore("reports", 2)] })
+  const Weighted = Contract.job("FairShareWeighted", Schema.Struct({ n: Schema.Number }), { policy: [Semaphore("reports", 2, { weight: 3 })] })
+  const Unweighted = Contract.job("FairShareUnweighted", Schema.Struct({ n: Schema.Number }), { policy: [Semaphore("reports", 2)] })
   it.live("a contract's weighted policy is carried onto the row and tags it; an unweighted one is not carried", () =>
     Effect.gen(function* () {
       const p = yield* Publisher.Publisher

@@ -8,7 +8,7 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Result from "effect/Result"
-import { JobStorePg, Outcome } from "warp-effect"
+import { Job, JobStorePg } from "warp-effect"
 import { JobStore } from "../src/internal/store/JobStore.js"
 import { freshPgLayer } from "./support/db.js"
 
@@ -24,7 +24,7 @@ describe("PostgreSQL batched finalizing writes", () => {
       const results = yield* Effect.forEach(
         claimed,
         (job) =>
-          Effect.result(store.finalize({ job, workerId: "w1", outcome: Outcome.Succeeded(), metadata: job.id === "b-7" ? { bad: "a\u0000b" } : { ok: job.id } })),
+          Effect.result(store.finalize({ job, workerId: "w1", outcome: Job.Outcome.Succeeded(), metadata: job.id === "b-7" ? { bad: "a\u0000b" } : { ok: job.id } })),
         { concurrency: "unbounded" }
       )
       const failed = claimed.filter((_, i) => Result.isFailure(results[i]!)).map((j) => j.id)

@@ -3,11 +3,11 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as JobId from "../src/internal/job/JobId.js"
-import { type Job, type NewJob, Outcome } from "warp-effect"
+import { Job } from "warp-effect"
 import { JobStore } from "../src/internal/store/JobStore.js"
 import { stores } from "./support/stores.js"
 
-const newJob = (over: Partial<NewJob> = {}): NewJob => ({
+const newJob = (over: Partial<Job.NewJob> = {}): Job.NewJob => ({
   id: JobId.make(),
   type: "T",
   handler: null,
@@ -21,11 +21,11 @@ const newJob = (over: Partial<NewJob> = {}): NewJob => ({
 const lease = Duration.seconds(30)
 
 /** A row of a Fifo-mode key, as `withSemaphore(key, limit, "Fifo")` stores it at publish. */
-const fifoJob = (key: string, limit: number, over: Partial<NewJob> = {}): NewJob =>
+const fifoJob = (key: string, limit: number, over: Partial<Job.NewJob> = {}): Job.NewJob =>
   newJob({ metadata: { policies: { concurrency: { source: "enqueue", value: { key, limit, mode: "Fifo" } } } }, ...over })
 
 /** A row of a weighted (fair-share) key, as `withSemaphore(key, limit, "Wait", { weight })` stores it at publish. */
-const fairJob = (key: string, weight: number, over: Partial<NewJob> = {}): NewJob =>
+const fairJob = (key: string, weight: number, over: Partial<Job.NewJob> = {}): Job.NewJob =>
   newJob({ metadata: { policies: { concurrency: { source: "enqueue", value: { key, limit: 100, mode: "Wait", weight } } } }, ...over })
 
 /** The flow (concurrency key) of a claimed row, or "plain". */
@@ -35,19 +35,19 @@ const flowOf = (j: { readonly metadata: unknown }): string => (j.metadata as any
 const claimAll = (limit = 1) =>
   Effect.gen(function* () {
     const store = yield* JobStore
-    const seq: Array<Job> = []
+    const seq: Array<Job.Job> = []
     while (true) {
       const got = yield* store.fetch("w", limit, lease)
       if (got.length === 0) return seq
       for (const j of got) {
         seq.push(j)
-        yield* store.finalize({ job: j, workerId: "w", outcome: Outcome.Succeeded(), metadata: j.metadata })
+        yield* store.finalize({ job: j, workerId: "w", outcome: Job.Outcome.Succeeded(), metadata: j.metadata })
       }
     }
   })
 
 /** Inserts rows one at a time, so each gets its own creation time (submission order). */
-const submit = (rows: ReadonlyArray<NewJob>) => Effect.flatMap(JobStore, (store) => Effect.forEach(rows, (r) => store.insert([r]), { discard: true }))
+const submit = (rows: ReadonlyArray<Job.NewJob>) => Effect.flatMap(JobStore, (store) => Effect.forEach(rows, (r) => store.insert([r]), { discard: true }))
 
 const ids = (jobs: ReadonlyArray<{ readonly id: string }>) => jobs.map((j) => j.id)
 
@@ -127,9 +127,9 @@ for (const [name, makeLayer] of stores) {
         yield* store.insert([j])
         const [claimed] = yield* store.fetch("w1", 1, lease)
         const meta = { policies: {}, stampedAt: "2026-01-01T00:00:00.000Z" }
-        expect(yield* store.finalize({ job: claimed!, workerId: "w1", outcome: Outcome.Succeeded(), metadata: meta })).toBe(true)
+        expect(yield* store.finalize({ job: claimed!, workerId: "w1", outcome: Job.Outcome.Succeeded(), metadata: meta })).toBe(true)
         // a second finalize of the same claim writes nothing
-        expect(yield* store.finalize({ job: claimed!, workerId: "w1", outcome: Outcome.Succeeded(), metadata: meta })).toBe(false)
+        expect(yield* store.finalize({ job: claimed!, workerId: "w1", outcome: Job.Outcome.Succeeded(), metadata: meta })).toBe(false)
         const d = Option.getOrThrow(yield* store.get(j.id))
         expect(d.job.state).toBe("Succeeded")
         expect(d.job.metadata).toEqual(meta)
@@ -152,17 +152,17 @@ for (const [name, makeLayer] of stores) {
         const ending = (i: number) => {
           switch (i % 6) {
             case 0:
-              return { outcome: Outcome.Succeeded(), workerId: "w1" }
+              return { outcome: Job.Outcome.Succeeded(), workerId: "w1" }
             case 1:
-              return { outcome: Outcome.Failed({ error: `boom ${i}` }), workerId: "w1" }
+              return { outcome: Job.Outcome.Failed({ error: `boom ${i}` }), workerId: "w1" }
             case 2:
-              return { outcome: Outcome.Requeued({ reason: `back ${i}`, at: later }), workerId: "w1" }
+              return { outcome: Job.Outcome.Requeued({ reason: `back ${i}`, at: later }), workerId: "w1" }
             case 3:
-              return { outcome: Outcome.Requeued({ reason: `kept ${i}`, keepsPlace: true }), workerId: "w1", handlerRan: false }
+              return { outcome: Job.Outcome.Requeued({ reason: `kept ${i}`, keepsPlace: true }), workerId: "w1", handlerRan: false }
             case 4:
-              return { outcome: Outcome.Deleted({ reason: `gone ${i}` }), workerId: "w1" }
+              return { outcome: Job.Outcome.Deleted({ reason: `gone ${i}` }), workerId: "w1" }
             default:
-              return { outcome: Outcome.Succeeded(), workerId: "someone-else" }
+              return { outcome: Job.Outcome.Succeeded(), workerId: "someone-else" }
           }
         }
         const written = yield* Effect.forEach(
@@ -207,7 +207,7 @@ for (const [name, makeLayer] of stores) {
         const j = newJob()
         yield* store.insert([j])
         const [claimed] = yield* store.fetch("w1", 1, lease)
-        expect(yield* store.finalize({ job: claimed!, workerId: "other", outcome: Outcome.Failed({ error: "x" }), metadata: {} })).toBe(false)
+        expect(yield* store.finalize({ job: claimed!, workerId: "other", outcome: Job.Outcome.Failed({ error: "x" }), metadata: {} })).toBe(false)
         expect(Option.getOrThrow(yield* store.get(j.id)).job.state).toBe("Processing")
       }).pipe(Effect.provide(makeLayer())))
 
@@ -219,11 +219,11 @@ for (const [name, makeLayer] of stores) {
         yield* store.insert([a, b])
         const got = yield* store.fetch("w1", 2, lease)
         const byId = new Map(got.map((j) => [j.id, j]))
-        yield* store.finalize({ job: byId.get(a.id)!, workerId: "w1", outcome: Outcome.Requeued({ reason: "Requeued — 'k' full (1 slots)" }), metadata: {} })
+        yield* store.finalize({ job: byId.get(a.id)!, workerId: "w1", outcome: Job.Outcome.Requeued({ reason: "Requeued — 'k' full (1 slots)" }), metadata: {} })
         yield* store.finalize({
           job: byId.get(b.id)!,
           workerId: "w1",
-          outcome: Outcome.Requeued({ reason: "retry", at: new Date(Date.now() + 3_600_000) }),
+          outcome: Job.Outcome.Requeued({ reason: "retry", at: new Date(Date.now() + 3_600_000) }),
           metadata: {}
         })
         const da = Option.getOrThrow(yield* store.get(a.id))
@@ -248,10 +248,10 @@ for (const [name, makeLayer] of stores) {
         yield* store.finalize({
           job: got.get(lost.id)!,
           workerId: "w1",
-          outcome: Outcome.Requeued({ reason: "Slot of 'k' lost while running (connection to the semaphore provider died); requeued", keepsPlace: true }),
+          outcome: Job.Outcome.Requeued({ reason: "Slot of 'k' lost while running (connection to the semaphore provider died); requeued", keepsPlace: true }),
           metadata: {}
         })
-        yield* store.finalize({ job: got.get(sent.id)!, workerId: "w1", outcome: Outcome.Requeued({ reason: "Requeued — 'k' full (1 slots)" }), metadata: {} })
+        yield* store.finalize({ job: got.get(sent.id)!, workerId: "w1", outcome: Job.Outcome.Requeued({ reason: "Requeued — 'k' full (1 slots)" }), metadata: {} })
         const row = Option.getOrThrow(yield* store.get(lost.id)).job
         expect(row.state).toBe("Enqueued")
         expect(row.scheduleTime.getTime()).toBe(lost.scheduleTime.getTime())
@@ -268,8 +268,8 @@ for (const [name, makeLayer] of stores) {
         const [again] = yield* store.fetch("alive", 1, lease)
         expect(again!.id).toBe(j.id)
         expect(again!.attempt).toBe(2)
-        expect(yield* store.finalize({ job: first!, workerId: "dead", outcome: Outcome.Succeeded(), metadata: {} })).toBe(false)
-        expect(yield* store.finalize({ job: again!, workerId: "alive", outcome: Outcome.Succeeded(), metadata: {} })).toBe(true)
+        expect(yield* store.finalize({ job: first!, workerId: "dead", outcome: Job.Outcome.Succeeded(), metadata: {} })).toBe(false)
+        expect(yield* store.finalize({ job: again!, workerId: "alive", outcome: Job.Outcome.Succeeded(), metadata: {} })).toBe(true)
         const d = Option.getOrThrow(yield* store.get(j.id))
         expect(d.logs.map((l) => l.kind)).toEqual(["Enqueued", "Processing", "Recovered", "Succeeded"])
       }).pipe(Effect.provide(makeLayer())))
@@ -305,7 +305,7 @@ for (const [name, makeLayer] of stores) {
         const first = [...(yield* store.fetch("w1", 10, lease)), ...(yield* store.fetch("w1", 10, lease))]
         expect(ids(first)).toEqual([rows[0]!.id, rows[1]!.id])
         expect(yield* store.fetch("w2", 10, lease)).toEqual([])
-        expect(yield* store.finalize({ job: first[1]!, workerId: "w1", outcome: Outcome.Succeeded(), metadata: first[1]!.metadata })).toBe(true)
+        expect(yield* store.finalize({ job: first[1]!, workerId: "w1", outcome: Job.Outcome.Succeeded(), metadata: first[1]!.metadata })).toBe(true)
         expect(ids(yield* store.fetch("w2", 10, lease))).toEqual([rows[2]!.id])
         expect(yield* store.fetch("w3", 10, lease)).toEqual([])
       }).pipe(Effect.provide(makeLayer())))
@@ -319,7 +319,7 @@ for (const [name, makeLayer] of stores) {
           const got = yield* store.fetch(`w${i}`, 10, lease)
           expect(ids(got)).toEqual([rows[i]!.id])
           expect(yield* store.fetch("other", 10, lease)).toEqual([])
-          yield* store.finalize({ job: got[0]!, workerId: `w${i}`, outcome: i === 1 ? Outcome.Failed({ error: "x" }) : Outcome.Succeeded(), metadata: got[0]!.metadata })
+          yield* store.finalize({ job: got[0]!, workerId: `w${i}`, outcome: i === 1 ? Job.Outcome.Failed({ error: "x" }) : Job.Outcome.Succeeded(), metadata: got[0]!.metadata })
         }
         expect(yield* store.fetch("w", 10, lease)).toEqual([])
       }).pipe(Effect.provide(makeLayer())))
@@ -332,11 +332,11 @@ for (const [name, makeLayer] of stores) {
         const head = (yield* store.fetch("w1", 10, lease))[0]!
         expect(head.id).toBe(rows[0]!.id)
         // requeued now: its ScheduleTime is now the latest of the three, and it is still the head
-        yield* store.finalize({ job: head, workerId: "w1", outcome: Outcome.Requeued({ reason: "again" }), metadata: head.metadata })
+        yield* store.finalize({ job: head, workerId: "w1", outcome: Job.Outcome.Requeued({ reason: "again" }), metadata: head.metadata })
         const again = yield* store.fetch("w2", 10, lease)
         expect(ids(again)).toEqual([rows[0]!.id])
         // requeued for later (a retry backoff): nobody may overtake it meanwhile
-        yield* store.finalize({ job: again[0]!, workerId: "w2", outcome: Outcome.Requeued({ reason: "later", at: new Date(Date.now() + 3_600_000) }), metadata: again[0]!.metadata })
+        yield* store.finalize({ job: again[0]!, workerId: "w2", outcome: Job.Outcome.Requeued({ reason: "later", at: new Date(Date.now() + 3_600_000) }), metadata: again[0]!.metadata })
         expect(yield* store.fetch("w3", 10, lease)).toEqual([])
       }).pipe(Effect.provide(makeLayer())))
 
@@ -349,7 +349,7 @@ for (const [name, makeLayer] of stores) {
         yield* submit([...rows, plain])
         const batch = yield* store.fetch("w1", 10, lease)
         expect(ids(batch)).toEqual([rows[0]!.id, plain.id])
-        yield* store.finalize({ job: batch[0]!, workerId: "w1", outcome: Outcome.Requeued({ reason: "again" }), metadata: batch[0]!.metadata })
+        yield* store.finalize({ job: batch[0]!, workerId: "w1", outcome: Job.Outcome.Requeued({ reason: "again" }), metadata: batch[0]!.metadata })
         // the requeued head is due last now, and still comes before the second row
         expect(ids(yield* store.fetch("w2", 10, lease))).toEqual([rows[0]!.id])
         expect(ids(yield* store.fetch("w3", 10, lease))).toEqual([rows[1]!.id])
@@ -389,7 +389,7 @@ for (const [name, makeLayer] of stores) {
         yield* submit([later, ...rows])
         const first = yield* store.fetch("w1", 10, lease)
         expect(ids(first)).toEqual([rows[0]!.id])
-        yield* store.finalize({ job: first[0]!, workerId: "w1", outcome: Outcome.Succeeded(), metadata: first[0]!.metadata })
+        yield* store.finalize({ job: first[0]!, workerId: "w1", outcome: Job.Outcome.Succeeded(), metadata: first[0]!.metadata })
         // the wall clock (PostgreSQL's now()) must pass the ScheduleTime
         yield* Effect.sleep("1100 millis")
         expect(ids(yield* store.fetch("w2", 10, lease))).toEqual([later.id])
@@ -408,7 +408,7 @@ for (const [name, makeLayer] of stores) {
         expect(ids(again)).toEqual([rows[0]!.id])
         expect(again[0]!.attempt).toBe(2)
         expect(yield* store.fetch("other", 10, lease)).toEqual([])
-        yield* store.finalize({ job: again[0]!, workerId: "alive", outcome: Outcome.Succeeded(), metadata: again[0]!.metadata })
+        yield* store.finalize({ job: again[0]!, workerId: "alive", outcome: Job.Outcome.Succeeded(), metadata: again[0]!.metadata })
         expect(ids(yield* store.fetch("other", 10, lease))).toEqual([rows[1]!.id])
       }).pipe(Effect.provide(makeLayer())))
 
@@ -436,7 +436,7 @@ for (const [name, makeLayer] of stores) {
         for (const [i, row] of rows.entries()) {
           const got = yield* store.fetch(`w${i}`, 10, lease)
           expect(ids(got)).toEqual(i === 0 ? [row.id, plain.id] : [row.id])
-          yield* store.finalize({ job: got[0]!, workerId: `w${i}`, outcome: Outcome.Failed({ error: "invalid metadata" }), metadata: got[0]!.metadata })
+          yield* store.finalize({ job: got[0]!, workerId: `w${i}`, outcome: Job.Outcome.Failed({ error: "invalid metadata" }), metadata: got[0]!.metadata })
         }
       }).pipe(Effect.provide(makeLayer())))
 
@@ -470,7 +470,7 @@ for (const [name, makeLayer] of stores) {
     it.live("list filters by id, type, key prefix (wildcards are characters), state(s) and creation window", () =>
       Effect.gen(function* () {
         const store = yield* JobStore
-        const keyed = (key: string, over: Partial<NewJob> = {}) =>
+        const keyed = (key: string, over: Partial<Job.NewJob> = {}) =>
           newJob({ metadata: { policies: { concurrency: { source: "enqueue", value: { key, limit: 2, mode: "Wait" } } } }, ...over })
         const a = keyed("payment-api", { type: "Charge" })
         const b = keyed("payment-eu", { type: "Charge", state: "Scheduled", scheduleTime: new Date(Date.now() + 3_600_000) })
@@ -480,7 +480,7 @@ for (const [name, makeLayer] of stores) {
         yield* submit([a, b, c, d, e])
         const all = { limit: 100, offset: 0 }
         const found = (filter: Parameters<typeof store.list>[0]) => Effect.map(store.list(filter), (p) => [...ids(p.rows)].sort())
-        const sorted = (...js: ReadonlyArray<NewJob>) => ids(js).sort()
+        const sorted = (...js: ReadonlyArray<Job.NewJob>) => ids(js).sort()
         expect(yield* found({ ...all, id: a.id })).toEqual([a.id])
         expect(yield* found({ ...all, id: "no-such-id" })).toEqual([])
         expect(yield* found({ ...all, type: "Charge" })).toEqual(sorted(a, b))
@@ -520,7 +520,7 @@ for (const [name, makeLayer] of stores) {
         yield* submit([failed])
         const [claimed] = yield* store.fetch("w", 1, lease)
         expect(claimed!.id).toBe(failed.id)
-        expect(yield* store.finalize({ job: claimed!, workerId: "w", outcome: Outcome.Failed({ error: "boom" }), metadata: claimed!.metadata })).toBe(true)
+        expect(yield* store.finalize({ job: claimed!, workerId: "w", outcome: Job.Outcome.Failed({ error: "boom" }), metadata: claimed!.metadata })).toBe(true)
         yield* submit([running])
         const [held] = yield* store.fetch("w", 1, lease)
         expect(held!.id).toBe(running.id)
@@ -551,7 +551,7 @@ for (const [name, makeLayer] of stores) {
         // ... and is claimable again
         const [again] = yield* store.fetch("w2", 1, lease)
         expect(again!.id).toBe(failed.id)
-        expect(yield* store.finalize({ job: again!, workerId: "w2", outcome: Outcome.Failed({ error: "boom" }), metadata: again!.metadata })).toBe(true)
+        expect(yield* store.finalize({ job: again!, workerId: "w2", outcome: Job.Outcome.Failed({ error: "boom" }), metadata: again!.metadata })).toBe(true)
 
         // requeue: only Scheduled/Enqueued; due now
         expect(yield* store.operate("requeue", [failed.id])).toEqual({ changed: 0, skipped: 1 })
@@ -648,11 +648,11 @@ for (const [name, makeLayer] of stores) {
         const [first] = yield* store.fetch("w", 1, lease)
         const [second] = yield* store.fetch("w", 1, lease)
         expect([first!.id, second!.id]).toEqual([h[0]!.id, h[1]!.id])
-        yield* store.finalize({ job: first!, workerId: "w", outcome: Outcome.Requeued({ reason: "Requeued — 'hot' full (1 slots)" }), metadata: first!.metadata })
+        yield* store.finalize({ job: first!, workerId: "w", outcome: Job.Outcome.Requeued({ reason: "Requeued — 'hot' full (1 slots)" }), metadata: first!.metadata })
         yield* store.finalize({
           job: second!,
           workerId: "w",
-          outcome: Outcome.Requeued({ reason: "Claim released (worker w interrupted)", keepsPlace: true }),
+          outcome: Job.Outcome.Requeued({ reason: "Claim released (worker w interrupted)", keepsPlace: true }),
           metadata: second!.metadata
         })
         expect(Option.getOrThrow(yield* store.get(second!.id)).job.fairTag).toBe(second!.fairTag)
@@ -671,7 +671,7 @@ for (const [name, makeLayer] of stores) {
         yield* Effect.forEach(
           got,
           (job) =>
-            store.finalize({ job, workerId: "w", outcome: Outcome.Requeued({ reason: "Requeued — group 'g' full (2 slots)", keepsTag: true }), metadata: job.metadata }),
+            store.finalize({ job, workerId: "w", outcome: Job.Outcome.Requeued({ reason: "Requeued — group 'g' full (2 slots)", keepsTag: true }), metadata: job.metadata }),
           { concurrency: "unbounded" }
         )
         for (const job of got) {
@@ -694,7 +694,7 @@ for (const [name, makeLayer] of stores) {
         expect(Option.getOrThrow(yield* store.get(f.id)).job.fairTag).toBe(1)
         const got = yield* store.fetch("w", 2, lease)
         const job = got.find((j) => j.id === f.id)!
-        yield* store.finalize({ job, workerId: "w", outcome: Outcome.Requeued({ reason: "retry" }), metadata: { policies: {} } })
+        yield* store.finalize({ job, workerId: "w", outcome: Job.Outcome.Requeued({ reason: "retry" }), metadata: { policies: {} } })
         expect(Option.getOrThrow(yield* store.get(f.id)).job.fairTag).toBeUndefined()
       }).pipe(Effect.provide(makeLayer())))
 
@@ -704,7 +704,7 @@ for (const [name, makeLayer] of stores) {
         const h = Array.from({ length: 4 }, () => fairJob("hot", 1))
         yield* store.insert(h)
         const [first] = yield* store.fetch("w", 1, lease)
-        yield* store.finalize({ job: first!, workerId: "w", outcome: Outcome.Failed({ error: "boom" }), metadata: first!.metadata })
+        yield* store.finalize({ job: first!, workerId: "w", outcome: Job.Outcome.Failed({ error: "boom" }), metadata: first!.metadata })
         expect(yield* store.operate("requeue", [h[1]!.id])).toEqual({ changed: 1, skipped: 0 })
         expect(yield* store.operate("retry", [h[0]!.id])).toEqual({ changed: 1, skipped: 0 })
         expect(ids(yield* claimAll())).toEqual([h[2]!.id, h[3]!.id, h[1]!.id, h[0]!.id])

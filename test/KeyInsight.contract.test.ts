@@ -7,13 +7,13 @@ import { describe, expect, it } from "@effect/vitest"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as JobId from "../src/internal/job/JobId.js"
-import { type NewJob, Outcome } from "warp-effect"
+import { Job } from "warp-effect"
 import { JobStore } from "../src/internal/store/JobStore.js"
 import { stores } from "./support/stores.js"
 
 const lease = Duration.seconds(30)
 
-const keyed = (key: string, limit: number, over: Partial<NewJob> = {}): NewJob => ({
+const keyed = (key: string, limit: number, over: Partial<Job.NewJob> = {}): Job.NewJob => ({
   id: JobId.make(),
   type: "T",
   handler: null,
@@ -23,10 +23,10 @@ const keyed = (key: string, limit: number, over: Partial<NewJob> = {}): NewJob =
   metadata: { policies: { concurrency: { source: "enqueue", value: { key, limit, mode: "Wait" } } } },
   ...over
 })
-const plain = (): NewJob => ({ ...keyed("x", 1), metadata: { policies: {} } })
+const plain = (): Job.NewJob => ({ ...keyed("x", 1), metadata: { policies: {} } })
 
 /** Inserts rows one at a time (distinct creation times, in order). */
-const submit = (rows: ReadonlyArray<NewJob>) => Effect.flatMap(JobStore, (store) => Effect.forEach(rows, (r) => store.insert([r]), { discard: true }))
+const submit = (rows: ReadonlyArray<Job.NewJob>) => Effect.flatMap(JobStore, (store) => Effect.forEach(rows, (r) => store.insert([r]), { discard: true }))
 
 /**
  * Lets the clock move past the last insert: the memory store reads time in whole milliseconds, and a
@@ -83,15 +83,15 @@ for (const [name, makeLayer] of stores) {
         yield* submit(rows)
         const claimed = yield* store.fetch("w", 5, lease)
         const byId = new Map(claimed.map((j) => [j.id, j]))
-        const fin = (i: number, outcome: Outcome) => store.finalize({ job: byId.get(rows[i]!.id)!, workerId: "w", outcome, metadata: rows[i]!.metadata })
-        yield* fin(0, Outcome.Succeeded())
-        yield* fin(1, Outcome.Deleted({ reason: "'k' full (1 slots)" }))
-        yield* fin(2, Outcome.Requeued({ reason: "'k' full (1 slots)" }))
-        yield* fin(3, Outcome.Requeued({ reason: "'k' full (1 slots)" }))
-        yield* fin(4, Outcome.Requeued({ reason: "'other' full (1 slots)" }))
+        const fin = (i: number, outcome: Job.Outcome) => store.finalize({ job: byId.get(rows[i]!.id)!, workerId: "w", outcome, metadata: rows[i]!.metadata })
+        yield* fin(0, Job.Outcome.Succeeded())
+        yield* fin(1, Job.Outcome.Deleted({ reason: "'k' full (1 slots)" }))
+        yield* fin(2, Job.Outcome.Requeued({ reason: "'k' full (1 slots)" }))
+        yield* fin(3, Job.Outcome.Requeued({ reason: "'k' full (1 slots)" }))
+        yield* fin(4, Job.Outcome.Requeued({ reason: "'other' full (1 slots)" }))
         // the requeued job runs again and succeeds
         const again = yield* store.fetch("w", 1, lease)
-        yield* store.finalize({ job: again[0]!, workerId: "w", outcome: Outcome.Succeeded(), metadata: again[0]!.metadata })
+        yield* store.finalize({ job: again[0]!, workerId: "w", outcome: Job.Outcome.Succeeded(), metadata: again[0]!.metadata })
         const page = yield* store.insight.liveKeys({ overrides: [], limit: 10, offset: 0 })
         const k = page.rows.find((r) => r.key === "k")!
         for (const w of ["5m", "1h", "24h"] as const) {
@@ -122,7 +122,7 @@ for (const [name, makeLayer] of stores) {
         expect(page.rows.map((r) => r.key)).not.toContain("rep-lie")
         expect((yield* store.insight.line("rep-k", { id: first.id, override: null })).summary.running).toBe(1)
         // once the attempt ends, the report no longer counts (the row is not Processing)
-        yield* store.finalize({ job: claimed.find((j) => j.id === first.id)!, workerId: "rep-worker", outcome: Outcome.Succeeded(), metadata: first.metadata })
+        yield* store.finalize({ job: claimed.find((j) => j.id === first.id)!, workerId: "rep-worker", outcome: Job.Outcome.Succeeded(), metadata: first.metadata })
         const after = yield* store.insight.liveKeys({ overrides: [], limit: 10, offset: 0 })
         expect(after.rows.map((r) => r.key)).not.toContain("rep-k")
       }).pipe(Effect.provide(makeLayer())))

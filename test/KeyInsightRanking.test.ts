@@ -10,14 +10,14 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as SqlClient from "effect/sql/SqlClient"
 import * as TestClock from "effect/testing/TestClock"
-import { type NewJob } from "warp-effect"
+import { Job } from "warp-effect"
 import * as JobId from "../src/internal/job/JobId.js"
 import * as KeyInsightPg from "../src/internal/store/KeyInsightPg.js"
 import { JobStore } from "../src/internal/store/JobStore.js"
 import * as JobStorePg from "../src/internal/store/JobStorePg.js"
 import { freshPgLayer } from "./support/db.js"
 
-const keyed = (key: string, ageMs: number): NewJob => ({
+const keyed = (key: string, ageMs: number): Job.NewJob => ({
   id: JobId.make(),
   type: "T",
   handler: null,

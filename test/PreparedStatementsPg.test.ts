@@ -12,7 +12,7 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as SqlClient from "effect/sql/SqlClient"
-import { JobStorePg, Outcome } from "warp-effect"
+import { Job, JobStorePg } from "warp-effect"
 import { JobStore } from "../src/internal/store/JobStore.js"
 import { freshPgLayer } from "./support/db.js"
 
@@ -33,7 +33,7 @@ const claimAndFinish = (n: number) =>
     const store = yield* JobStore
     const claimed = yield* store.fetch("w1", n, Duration.seconds(30))
     expect(claimed).toHaveLength(n)
-    const written = yield* Effect.forEach(claimed, (job) => store.finalize({ job, workerId: "w1", outcome: Outcome.Succeeded(), metadata: {} }), {
+    const written = yield* Effect.forEach(claimed, (job) => store.finalize({ job, workerId: "w1", outcome: Job.Outcome.Succeeded(), metadata: {} }), {
       concurrency: "unbounded"
     })
     expect(written.every((w) => w)).toBe(true)

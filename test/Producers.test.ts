@@ -11,7 +11,7 @@ import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
 import * as SqlClient from "effect/sql/SqlClient"
 import * as Tracer from "effect/Tracer"
-import { Contract, Handler, JobParameters, type NewJob, Publisher, Semaphore, Timeout, Warp } from "warp-effect"
+import { Contract, Handler, Job, JobParameters, Publisher, Semaphore, Timeout, Warp } from "warp-effect"
 import * as JobId from "../src/internal/job/JobId.js"
 import { JobStore, type JobStoreService } from "../src/internal/store/JobStore.js"
 import * as JobStorePg from "../src/internal/store/JobStorePg.js"
@@ -177,7 +177,7 @@ const withOutside = <A, E>(body: (outside: JobStoreService) => Effect.Effect<A, 
 const lease = Duration.seconds(30)
 
 /** A row of `ProdItem` with payload `{ n }`, as the store receives it. */
-const itemRow = (n: number, id: string = JobId.make()): NewJob => ({
+const itemRow = (n: number, id: string = JobId.make()): Job.NewJob => ({
   id,
   type: "ProdItem",
   handler: null,
@@ -213,7 +213,7 @@ describe("Producers: PostgreSQL", () => {
     withOutside(() =>
       Effect.gen(function* () {
         const store = yield* JobStore
-        const row = (id: string): NewJob => ({
+        const row = (id: string): Job.NewJob => ({
           id,
           type: "ProdItem",
           handler: null,

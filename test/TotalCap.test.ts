@@ -6,7 +6,7 @@ import { describe, expect, it } from "@effect/vitest"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
-import { Concurrency, Contract, Handler, InvalidPolicy, JobParameters, Publisher, Semaphore, Worker } from "warp-effect"
+import { Concurrency, Contract, Handler, JobParameters, Policy, Publisher, Semaphore, Worker } from "warp-effect"
 import { groupCancelledText, groupRequeuedText } from "../src/internal/concurrency/ConcurrencyBehavior.js"
 import type { JobStore } from "../src/internal/store/JobStore.js"
 import { HolderCounter } from "./support/holders.js"
@@ -128,10 +128,10 @@ for (const [name, env] of setups) {
 
 describe("Total caps: declarations", () => {
   it("refuse a bad group or group limit with InvalidPolicy", () => {
-    expect(() => Semaphore("k", 2, { total: { group: " ", limit: 3 } })).toThrow(InvalidPolicy)
-    expect(() => Semaphore("k", 2, { total: { group: "g", limit: 0 } })).toThrow(InvalidPolicy)
+    expect(() => Semaphore("k", 2, { total: { group: " ", limit: 3 } })).toThrow(Policy.InvalidPolicy)
+    expect(() => Semaphore("k", 2, { total: { group: "g", limit: 0 } })).toThrow(Policy.InvalidPolicy)
     const bad = JobParameters.make().withSemaphore("k", 2, "Wait", { group: "g", limit: 1.5 })
-    expect(bad.error).toBeInstanceOf(InvalidPolicy)
+    expect(bad.error).toBeInstanceOf(Policy.InvalidPolicy)
     expect(bad.error?.message).toContain("limit")
     expect(JobParameters.make().withSemaphore("k", 2, "Wait", { group: "g", limit: 2 }).error).toBeUndefined()
   })

@@ -15,11 +15,10 @@ import {
   ConcurrencyLimitManager,
   Contract,
   Handler,
-  InvalidArgument,
-  InvalidPayload,
-  InvalidPolicy,
+  Job,
   JobParameters,
   Mutex,
+  Policy,
   Publisher,
   RateLimit,
   Recurring,
@@ -62,7 +61,7 @@ const jobCount = Effect.flatMap(JobStore, (s) => s.countByState).pipe(Effect.map
 describe("InvalidPolicy: a declaration or parameter no execution path can honour", () => {
   it("at declaration: the call as written, the field, the rule and the value", () => {
     const e = thrown(() => Semaphore("payments", 0))
-    expect(e).toBeInstanceOf(InvalidPolicy)
+    expect(e).toBeInstanceOf(Policy.InvalidPolicy)
     expect(e.message).toBe(`Semaphore("payments", 0): limit must be an integer >= 1 and at most 2147483647, got 0`)
     expect(e.family).toBe("concurrency")
     expect(e.path).toEqual(["limit"])
@@ -149,10 +148,10 @@ for (const [storeName, storeLayer] of stores) {
         ]
         for (const [payload, text, path] of cases) {
           const e = yield* Effect.flip(p.enqueue(SendInvoice, payload as any))
-          expect(e).toBeInstanceOf(InvalidPayload)
+          expect(e).toBeInstanceOf(Job.InvalidPayload)
           expect(e.message.replace(/ \(and \d+ more\)$/, "")).toBe(text)
-          expect((e as InvalidPayload).path).toEqual(path)
-          expect((e as InvalidPayload).entry).toBe("Publisher.enqueue")
+          expect((e as Job.InvalidPayload).path).toEqual(path)
+          expect((e as Job.InvalidPayload).entry).toBe("Publisher.enqueue")
         }
         const raw: ReadonlyArray<readonly [unknown, string]> = [
           [{ at: new Date(0), n: 1n, xs: [] }, `Publisher.enqueue: Raw.at: expected a JSON value: a Date is stored as a string (use Schema.DateFromString, which encodes to an ISO string, rather than Schema.Date), got Date(1970-01-01T00:00:00.000Z)`],
@@ -194,7 +193,7 @@ for (const [storeName, storeLayer] of stores) {
       Effect.gen(function* () {
         const p = yield* Publisher.Publisher
         const e = yield* Effect.flip(p.schedule(SendInvoice, ok, new Date(Number.NaN)))
-        expect(e).toBeInstanceOf(InvalidArgument)
+        expect(e).toBeInstanceOf(Job.InvalidArgument)
         expect(e.message).toBe(`Publisher.schedule: at must be a valid Date, got Invalid Date`)
         expect(yield* jobCount).toBe(0)
       }).pipe(Effect.provide(publisherOn(storeLayer())))
@@ -218,18 +217,18 @@ for (const [storeName, storeLayer] of stores) {
 describe("declarations that cannot be stored", () => {
   it("a contract name with a NUL, or empty: InvalidArgument at declaration", () => {
     const e = thrown(() => Contract.job("Send\u0000Invoice", Schema.Struct({})))
-    expect(e).toBeInstanceOf(InvalidArgument)
+    expect(e).toBeInstanceOf(Job.InvalidArgument)
     expect(e.message).toBe(`Contract.job("Send\\u0000Invoice", …): name must not contain a NUL character (PostgreSQL cannot store it), got "Send\\u0000Invoice"`)
     expect(thrown(() => Contract.message("", Schema.Struct({}))).message).toBe(`Contract.message("", …): name must not be empty, got ""`)
     // a message handler's name is stored on every child job
     const h = thrown(() => Handler.message(Signup, "wel\u0000come", () => Effect.void))
-    expect(h).toBeInstanceOf(InvalidArgument)
+    expect(h).toBeInstanceOf(Job.InvalidArgument)
     expect(h.message).toBe(`Handler.message(Signup, "wel\\u0000come", …): name must not contain a NUL character (PostgreSQL cannot store it), got "wel\\u0000come"`)
   })
 
   it("a recurring job whose payload would not come back: InvalidPayload at declaration", () => {
     const e = thrown(() => Recurring.make("nightly", SendInvoice, "0 3 * * *", { ...ok, customerId: Number.NaN }))
-    expect(e).toBeInstanceOf(InvalidPayload)
+    expect(e).toBeInstanceOf(Job.InvalidPayload)
     expect(e.message).toBe(`Recurring.make("nightly"): SendInvoice.customerId: expected a finite number (JSON cannot carry NaN or Infinity), got NaN`)
   })
 })

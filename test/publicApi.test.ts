@@ -1,6 +1,6 @@
 /**
  * The public API: every declaration reachable from a package entry (`warp-effect`, `/testing`,
- * `/redis`, `/dashboard`) carries JSDoc with `@since` and `@category`, and the names the entries
+ * `/provider`, `/redis`, `/dashboard`) carries JSDoc with `@since` and `@category`, and the names the entries
  * export are exactly the reviewed lists below (a new export must be added here on purpose).
  */
 import { describe, expect, it } from "@effect/vitest"
@@ -8,7 +8,7 @@ import { fileURLToPath } from "node:url"
 import ts from "typescript"
 
 const root = fileURLToPath(new URL("..", import.meta.url))
-const entries = ["index", "testing", "testing/vitest", "redis", "dashboard"] as const
+const entries = ["index", "testing", "testing/vitest", "provider", "redis", "dashboard"] as const
 const program = ts.createProgram(
   entries.map((e) => `${root}src/${e}.ts`),
   { module: ts.ModuleKind.NodeNext, moduleResolution: ts.ModuleResolutionKind.NodeNext, target: ts.ScriptTarget.ES2022, strict: true, noEmit: true, skipLibCheck: true, types: ["node"] }
@@ -91,65 +91,38 @@ describe("public API", () => {
 
 const EXPECTED = {
   index: [
-    "Attempt",
     "CircuitBreaker",
     "CircuitBreakerAddon", "CircuitBreakerAddon.CircuitBreakerState", "CircuitBreakerAddon.CircuitBreakerStateService", "CircuitBreakerAddon.CircuitBreakerStoreError", "CircuitBreakerAddon.CircuitStatus", "CircuitBreakerAddon.addon", "CircuitBreakerAddon.layer", "CircuitBreakerAddon.layerMemory",
-    "CircuitBreakerPolicy",
-    "Concurrency", "Concurrency.ConcurrencyDraft", "Concurrency.ConcurrencyMetadata", "Concurrency.ConcurrencyMode", "Concurrency.ConcurrencyOptions", "Concurrency.ConcurrencyPolicy", "Concurrency.LimitFrom", "Concurrency.Mutex", "Concurrency.Semaphore", "Concurrency.TotalCap", "Concurrency.addon", "Concurrency.layer", "Concurrency.layerMemoryLimits", "Concurrency.layerWithoutMigrations",
-    "ConcurrencyBehavior", "ConcurrencyBehavior.GateResult", "ConcurrencyBehavior.cancelledText", "ConcurrencyBehavior.gate", "ConcurrencyBehavior.gateTotal", "ConcurrencyBehavior.requeuedText",
-    "ConcurrencyDraft",
+    "Concurrency", "Concurrency.ConcurrencyDraft", "Concurrency.ConcurrencyMetadata", "Concurrency.ConcurrencyMode", "Concurrency.ConcurrencyOptions", "Concurrency.ConcurrencyPolicy", "Concurrency.LimitFrom", "Concurrency.TotalCap", "Concurrency.addon", "Concurrency.cancelledText", "Concurrency.gateTotal", "Concurrency.layer", "Concurrency.layerMemoryLimits", "Concurrency.layerWithoutMigrations", "Concurrency.requeuedText",
     "ConcurrencyLimitManager", "ConcurrencyLimitManager.ConcurrencyGroupLimit", "ConcurrencyLimitManager.ConcurrencyLimit", "ConcurrencyLimitManager.ConcurrencyLimitManager", "ConcurrencyLimitManager.ConcurrencyLimitManagerService", "ConcurrencyLimitManager.LimitExpiry", "ConcurrencyLimitManager.LimitStoreError", "ConcurrencyLimitManager.layerMemory", "ConcurrencyLimitManager.layerPg", "ConcurrencyLimitManager.layerPgWithoutMigrations",
-    "ConcurrencyMetadata",
-    "ConcurrencyMode",
-    "ConcurrencyOptions",
-    "ConcurrencyParameterOptions",
-    "ConcurrencyPolicy",
     "Contract", "Contract.AnyContract", "Contract.ContractOptions", "Contract.JobContract", "Contract.MessageContract", "Contract.RequestContract", "Contract.job", "Contract.message", "Contract.request",
-    "CurrentAttempt",
     "Database", "Database.DatabaseOptions", "Database.DatabaseUnreachable", "Database.layer", "Database.layerFromEnv",
-    "Declaration",
     "GlobalPolicies", "GlobalPolicies.GlobalPolicies", "GlobalPolicies.GlobalPoliciesService", "GlobalPolicies.fromRef", "GlobalPolicies.layer", "GlobalPolicies.none",
     "Handler", "Handler.AnyHandler", "Handler.AttemptInfo", "Handler.HandlerOptions", "Handler.JobHandler", "Handler.MessageHandler", "Handler.RequestHandler", "Handler.Requirements", "Handler.StreamHandler", "Handler.derive", "Handler.job", "Handler.message", "Handler.request", "Handler.stream",
-    "InvalidArgument",
-    "InvalidPayload",
-    "InvalidPolicy",
-    "Job",
-    "JobDetail",
-    "JobLog",
+    "Job", "Job.Attempt", "Job.CurrentAttempt", "Job.InvalidArgument", "Job.InvalidPayload", "Job.Job", "Job.JobDetail", "Job.JobLog", "Job.JobState", "Job.LogKind", "Job.NewJob", "Job.Outcome",
     "JobMetadata", "JobMetadata.JobMetadata", "JobMetadata.PolicyEntries", "JobMetadata.Source", "JobMetadata.decode", "JobMetadata.encode",
-    "JobParameters",
-    "JobState",
-    "JobStore", "JobStore.CancelRequest", "JobStore.CancelResult", "JobStore.CarriedClaim", "JobStore.FetchHint", "JobStore.Finalize", "JobStore.JobFilter", "JobStore.JobPage", "JobStore.JobStore", "JobStore.JobStoreService", "JobStore.OperateResult", "JobStore.OperatorAction", "JobStore.ReportedJob", "JobStore.SlotAuditFinding", "JobStore.StoreError", "JobStore.WorkerInfo", "JobStore.WorkerReport", "JobStore.cancelText", "JobStore.operatorCause", "JobStore.replacedCause",
+    "JobParameters", "JobParameters.ConcurrencyParameterOptions", "JobParameters.JobParameters", "JobParameters.MetadataAccessor", "JobParameters.make",
+    "JobStore", "JobStore.CancelRequest", "JobStore.CancelResult", "JobStore.JobFilter", "JobStore.JobPage", "JobStore.JobStore", "JobStore.JobStoreService", "JobStore.OperateResult", "JobStore.OperatorAction", "JobStore.SlotAuditFinding", "JobStore.StoreError", "JobStore.WorkerInfo", "JobStore.cancelText", "JobStore.operatorCause", "JobStore.replacedCause",
     "JobStoreMemory", "JobStoreMemory.layer", "JobStoreMemory.make",
     "JobStorePg", "JobStorePg.PgStoreOptions", "JobStorePg.layer", "JobStorePg.layerWith", "JobStorePg.layerWithoutMigrations", "JobStorePg.make", "JobStorePg.makeWith",
-    "LogKind",
-    "MAX_KEY_LENGTH",
-    "MetadataAccessor",
     "Migrations", "Migrations.MigrationRun", "Migrations.concurrency", "Migrations.core",
     "Mutex",
-    "NewJob",
-    "Outcome",
     "Pipeline", "Pipeline.Addon", "Pipeline.AddonServices", "Pipeline.Behavior",
+    "Policy", "Policy.CircuitBreakerPolicy", "Policy.Declaration", "Policy.InvalidPolicy", "Policy.MAX_KEY_LENGTH", "Policy.RateLimitPolicy", "Policy.RetryOptions", "Policy.RetryPolicy", "Policy.TimeoutPolicy", "Policy.TimeoutScope",
     "Publisher", "Publisher.BatchParameters", "Publisher.BatchPublishError", "Publisher.InvalidBatchItem", "Publisher.PublishError", "Publisher.Publisher", "Publisher.PublisherService", "Publisher.layer", "Publisher.make",
     "RateLimit",
     "RateLimitAddon", "RateLimitAddon.RateLimitStoreError", "RateLimitAddon.RateLimiter", "RateLimitAddon.RateLimiterService", "RateLimitAddon.addon", "RateLimitAddon.layer", "RateLimitAddon.layerMemory",
-    "RateLimitPolicy",
     "Recurring", "Recurring.InvalidRecurring", "Recurring.Recurring", "Recurring.make",
     "Registry", "Registry.Registered", "Registry.Registry", "Registry.RegistryInput", "Registry.RegistryService", "Registry.layer", "Registry.make",
     "Retry",
-    "RetryOptions",
-    "RetryPolicy",
     "Saga", "Saga.SagaHandler", "Saga.SagaStep", "Saga.saga",
     "Scheduler", "Scheduler.layer", "Scheduler.make",
     "Semaphore",
-    "SemaphoreProvider", "SemaphoreProvider.SemaphoreError", "SemaphoreProvider.SemaphoreProvider", "SemaphoreProvider.SemaphoreProviderService", "SemaphoreProvider.Slot", "SemaphoreProvider.slotName", "SemaphoreProvider.validateLimit",
+    "SemaphoreProvider", "SemaphoreProvider.SemaphoreError", "SemaphoreProvider.SemaphoreProvider", "SemaphoreProvider.SemaphoreProviderService", "SemaphoreProvider.Slot",
     "SemaphoreProviderMemory", "SemaphoreProviderMemory.layer", "SemaphoreProviderMemory.make",
     "SemaphoreProviderPg", "SemaphoreProviderPg.PgProviderOptions", "SemaphoreProviderPg.PgSlotConnection", "SemaphoreProviderPg.layer", "SemaphoreProviderPg.make",
     "SlotAudit", "SlotAudit.LeakedSlot", "SlotAudit.SlotAudit", "SlotAudit.SlotAuditError", "SlotAudit.SlotAuditOptions", "SlotAudit.SlotAuditReport", "SlotAudit.SlotAuditService", "SlotAudit.StuckHolder", "SlotAudit.layer", "SlotAudit.leakedGauge", "SlotAudit.stuckGauge", "SlotAudit.terminatedTotal",
-    "StoreError",
     "Timeout",
-    "TimeoutPolicy",
-    "TimeoutScope",
     "Warp", "Warp.BuildError", "Warp.Services", "Warp.WarpOptions", "Warp.layer", "Warp.layerMemory",
     "Worker", "Worker.UnenforcedPolicy", "Worker.WorkerHandle", "Worker.WorkerOptions", "Worker.attemptsTotal", "Worker.layer", "Worker.make"
   ],
@@ -160,6 +133,14 @@ const EXPECTED = {
   ],
   "testing/vitest": [
     "ProviderContract", "ProviderContract.SuiteOptions", "ProviderContract.suite"
+  ],
+  provider: [
+    "SemaphoreError",
+    "SemaphoreProvider",
+    "SemaphoreProviderService",
+    "Slot",
+    "slotName",
+    "validateLimit"
   ],
   redis: [
     "MissingPeerDependency",

@@ -1,6 +1,6 @@
 import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
-import { ConcurrencyMetadata, Contract, Handler, JobParameters, Mutex, Publisher, Semaphore } from "warp-effect"
+import { Concurrency, Contract, Handler, JobParameters, Mutex, Publisher, Semaphore } from "warp-effect"
 
 // On the contract: the default for everything that runs it.
 export const ProcessPayment = Contract.job("ProcessPayment", Schema.Struct({ customerId: Schema.Number }), {
@@ -29,7 +29,7 @@ export const enqueueExamples = Effect.gen(function* () {
   yield* publisher.enqueue(
     ProcessPayment,
     { customerId: 123 },
-    JobParameters.make().configure(ConcurrencyMetadata, (m) => {
+    JobParameters.make().configure(Concurrency.ConcurrencyMetadata, (m) => {
       m.key = "payment:123"
       m.limit = 1
     })

@@ -16,7 +16,7 @@ import { createHash } from "node:crypto"
 import { createServer } from "node:http"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import * as Csrf from "../../src/internal/dashboard/Csrf.js"
-import { JobParameters, type NewJob, Publisher, StoreError } from "warp-effect"
+import { Job, JobParameters, JobStore, Publisher } from "warp-effect"
 import * as JobId from "../../src/internal/job/JobId.js"
 import * as F from "./fixture.js"
 import * as ReadmeExample from "../../examples/readme/dashboard.js"
@@ -415,7 +415,7 @@ describe("mounted inside an existing Effect HTTP app (README example)", () => {
 
 describe("store failures", () => {
   it("render a 500 page naming the error type, without the cause", async () => {
-    const down = Effect.fail(new StoreError({ operation: "list", cause: new Error("password=hunter2 connection refused") }))
+    const down = Effect.fail(new JobStore.StoreError({ operation: "list", cause: new Error("password=hunter2 connection refused") }))
     const store = F.JobStoreTag.of({
       insert: () => down,
       fetch: () => down,
@@ -456,7 +456,7 @@ describe("store failures", () => {
 
 // ---- operator actions, filters, flash, pager, bad input (issue 16) ------------------------------
 
-const probe = (type: string, over: Partial<NewJob> = {}): NewJob => ({
+const probe = (type: string, over: Partial<Job.NewJob> = {}): Job.NewJob => ({
   id: JobId.make(),
   type,
   handler: null,
@@ -468,7 +468,7 @@ const probe = (type: string, over: Partial<NewJob> = {}): NewJob => ({
 })
 
 /** Inserts jobs of `type` and puts them in `state` (straight in the table, as a worker would have). */
-const jobsIn = async (type: string, n: number, state: string, over: Partial<NewJob> = {}) => {
+const jobsIn = async (type: string, n: number, state: string, over: Partial<Job.NewJob> = {}) => {
   const rows = Array.from({ length: n }, () => probe(type, over))
   await app.run(Effect.flatMap(F.JobStoreTag, (s) => s.insert(rows)))
   const ids = rows.map((r) => r.id)

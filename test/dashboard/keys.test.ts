@@ -11,7 +11,7 @@ import * as ManagedRuntime from "effect/ManagedRuntime"
 import * as Queue from "effect/Queue"
 import * as Schema from "effect/Schema"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { Concurrency, Contract, Handler, JobParameters, Outcome, Publisher, Semaphore, Worker } from "warp-effect"
+import { Concurrency, Contract, Handler, Job, JobParameters, Publisher, Semaphore, Worker } from "warp-effect"
 import { ConcurrencyLimitManager } from "../../src/internal/concurrency/ConcurrencyLimitManager.js"
 import * as JobId from "../../src/internal/job/JobId.js"
 import { JobStore } from "../../src/internal/store/JobStore.js"
@@ -68,7 +68,7 @@ beforeAll(async () => {
         expect(job?.id).toBe(ids.folded)
         yield* store.finalize({
           job: job!, workerId: "fold-worker", handlerRan: false, metadata: job!.metadata,
-          outcome: Outcome.Requeued({ reason: "'fold-key' full (1 slots)", ...(i === 11 ? { at: new Date(Date.now() + 86_400_000) } : {}) })
+          outcome: Job.Outcome.Requeued({ reason: "'fold-key' full (1 slots)", ...(i === 11 ? { at: new Date(Date.now() + 86_400_000) } : {}) })
         })
       }
       const p = yield* Publisher.Publisher

@@ -9,11 +9,11 @@ import * as SqlClient from "effect/sql/SqlClient"
 import {
   CircuitBreaker,
   CircuitBreakerAddon,
-  CircuitBreakerPolicy,
   Contract,
   Handler,
   JobStoreMemory,
   JobStorePg,
+  Policy,
   Publisher,
   Retry,
   Worker
@@ -32,7 +32,7 @@ const { Admission } = CircuitBreakerState
  */
 const stateMachine = (state: CircuitBreakerState.CircuitBreakerStateService, pass: (ms: number) => Effect.Effect<void>, cooldownMs: number) =>
   Effect.gen(function* () {
-    const p = new CircuitBreakerPolicy({ group: "db", threshold: 3, cooldownMs })
+    const p = new Policy.CircuitBreakerPolicy({ group: "db", threshold: 3, cooldownMs })
     const tag = (job: string) => Effect.map(state.admit(p, job), (a) => a._tag)
     const failures = Effect.map(state.status("db"), Option.match({ onNone: () => 0, onSome: (s) => s.consecutiveFailures }))
 
@@ -103,7 +103,7 @@ describe("circuit-breaker state", () => {
       const sql = yield* SqlClient.SqlClient
       // open every pool connection first, so the burst below is not spread out by connecting
       yield* Effect.all(Array.from({ length: 16 }, () => sql`SELECT pg_sleep(0.02)`), { concurrency: "unbounded" })
-      const p = new CircuitBreakerPolicy({ group: "api", threshold: 1, cooldownMs: 500 })
+      const p = new Policy.CircuitBreakerPolicy({ group: "api", threshold: 1, cooldownMs: 500 })
       yield* state.record(p, "x", "failure", false)
       yield* Effect.sleep(530)
       const answers = yield* Effect.all(Array.from({ length: 16 }, (_, i) => state.admit(p, `job-${i}`)), { concurrency: "unbounded" })

@@ -9,10 +9,10 @@ import {
   Handler,
   JobStoreMemory,
   JobStorePg,
+  Policy,
   Publisher,
   RateLimit,
   RateLimitAddon,
-  RateLimitPolicy,
   Worker
 } from "warp-effect"
 import { limitedText } from "../../src/internal/ratelimit/RateLimitBehavior.js"
@@ -21,7 +21,7 @@ import type { JobStore } from "../../src/internal/store/JobStore.js"
 import { freshPgLayer } from "../support/db.js"
 import { deploy, until, withWorker } from "./env.js"
 
-const policy = (key: string, limit: number, windowMs: number) => new RateLimitPolicy({ key, limit, windowMs })
+const policy = (key: string, limit: number, windowMs: number) => new Policy.RateLimitPolicy({ key, limit, windowMs })
 
 describe("rate limiter (memory, TestClock)", () => {
   it.effect("admits `limit` starts per fixed window and points the surplus at the next window's opening", () =>

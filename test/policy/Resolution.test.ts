@@ -25,7 +25,7 @@ import * as PolicyResolution from "../../src/internal/attempt/PolicyResolution.j
  * globals object) — to show that resolution ignores it.
  */
 interface RungValues {
-  readonly enqueue: (p: JobParameters) => JobParameters
+  readonly enqueue: (p: JobParameters.JobParameters) => JobParameters.JobParameters
   readonly handler: Declaration.HandlerDeclaration
   readonly contract: Declaration.Declaration
   readonly global: Declaration.Declaration
@@ -175,8 +175,8 @@ describe("policy resolution", () => {
     expect(() => GlobalPolicies.layer([Mutex("k")])).toThrow(/no global default/)
     expect(() => GlobalPolicies.layer([RateLimit("k", 1, "1 second")])).toThrow(/no global default/)
     expect(() => GlobalPolicies.layer([Retry(2), Timeout("1 second"), CircuitBreaker("g", 1, "1 second")])).not.toThrow()
-    expectTypeOf<JobParameters>().not.toHaveProperty("withCircuitBreaker")
-    expectTypeOf<JobParameters>().toHaveProperty("withRateLimit")
+    expectTypeOf<JobParameters.JobParameters>().not.toHaveProperty("withCircuitBreaker")
+    expectTypeOf<JobParameters.JobParameters>().toHaveProperty("withRateLimit")
     // @ts-expect-error — there is no enqueue rung for circuit breakers
     JobParameters.make().withCircuitBreaker
   })

@@ -3,7 +3,7 @@ import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
-import { Contract, Handler, type JobLog, JobParameters, Mutex, Publisher, Retry, RetryPolicy, Timeout } from "warp-effect"
+import { Contract, Handler, Job, JobParameters, Mutex, Policy, Publisher, Retry, Timeout } from "warp-effect"
 import { requeuedText } from "../../src/internal/concurrency/ConcurrencyBehavior.js"
 import * as RetryBehavior from "../../src/internal/retry/RetryBehavior.js"
 import { backends, deploy, metadataOf, until, withWorker } from "./env.js"
@@ -11,7 +11,7 @@ import { backends, deploy, metadataOf, until, withWorker } from "./env.js"
 const P = Schema.Struct({ n: Schema.Number })
 
 /** Milliseconds between consecutive claims of a job (a retry is decided after its claim, and delayed from then). */
-const gapsBetweenClaims = (logs: ReadonlyArray<JobLog>) => {
+const gapsBetweenClaims = (logs: ReadonlyArray<Job.JobLog>) => {
   const claims = logs.filter((l) => l.kind === "Processing").map((l) => l.at.getTime())
   return claims.slice(1).map((t, i) => t - claims[i]!)
 }
@@ -19,7 +19,7 @@ const gapsBetweenClaims = (logs: ReadonlyArray<JobLog>) => {
 describe("retry backoff", () => {
   it.effect("delays grow by the factor from the initial delay and stop at the cap", () =>
     Effect.gen(function* () {
-      const policy = new RetryPolicy({ maxAttempts: 6, initialDelayMs: 100, factor: 3, maxDelayMs: 1000 })
+      const policy = new Policy.RetryPolicy({ maxAttempts: 6, initialDelayMs: 100, factor: 3, maxDelayMs: 1000 })
       const delays = yield* Effect.forEach([1, 2, 3, 4, 5], (n) => Effect.map(RetryBehavior.delayAfter(policy, n), Duration.toMillis))
       expect(delays).toEqual([100, 300, 900, 1000, 1000])
     }))

@@ -28,7 +28,7 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as fc from "fast-check"
 import * as Layer from "effect/Layer"
-import { type NewJob, Outcome, JobStoreMemory, JobStorePg } from "warp-effect"
+import { Job, JobStoreMemory, JobStorePg } from "warp-effect"
 import * as JobId from "../../src/internal/job/JobId.js"
 import { JobStore, type JobStoreService } from "../../src/internal/store/JobStore.js"
 import { freshPgLayer } from "../support/db.js"
@@ -93,7 +93,7 @@ const runCase = (w: Workload) =>
     run++
     const flowName = (i: number) => `fair-${run}-${i}`
     const weightOf = new Map(w.weights.map((wt, i) => [flowName(i), wt]))
-    const rowOf = (flow: number): NewJob => ({
+    const rowOf = (flow: number): Job.NewJob => ({
       id: JobId.make(),
       type: "T",
       handler: null,
@@ -115,10 +115,10 @@ const runCase = (w: Workload) =>
           const flow = flowOf(job)
           if (requeue[i] === true) {
             const virtual = yield* virtualTime(store)
-            yield* store.finalize({ job, workerId: "w", outcome: Outcome.Requeued({ reason: "Requeued — full" }), metadata: job.metadata })
+            yield* store.finalize({ job, workerId: "w", outcome: Job.Outcome.Requeued({ reason: "Requeued — full" }), metadata: job.metadata })
             yield* enter(job.id, flow, virtual)
           } else {
-            yield* store.finalize({ job, workerId: "w", outcome: Outcome.Succeeded(), metadata: job.metadata })
+            yield* store.finalize({ job, workerId: "w", outcome: Job.Outcome.Succeeded(), metadata: job.metadata })
           }
         }
         return got.length

@@ -40,8 +40,8 @@ import {
   Concurrency,
   Contract,
   Handler,
+  Job,
   JobParameters,
-  type JobState,
   JobStoreMemory,
   Publisher,
   Registry,
@@ -142,7 +142,7 @@ interface Prediction {
   readonly logs: ReadonlyArray<ReadonlyArray<LogEntry>>
   readonly runs: ReadonlyArray<ReadonlyArray<readonly [number, number]>>
   readonly blockerGot: ReadonlyArray<number>
-  readonly states: ReadonlyArray<JobState>
+  readonly states: ReadonlyArray<Job.JobState>
   readonly end: number
 }
 
@@ -150,7 +150,7 @@ interface Prediction {
 const predict = (w: Workload): Prediction => {
   const logs: Array<Array<LogEntry>> = w.jobs.map(() => [{ kind: "Enqueued", at: 0, message: "Enqueued" }])
   const runs: Array<Array<readonly [number, number]>> = w.jobs.map(() => [])
-  const states: Array<JobState> = w.jobs.map(() => "Enqueued")
+  const states: Array<Job.JobState> = w.jobs.map(() => "Enqueued")
   const blockerHeld = w.keys.map(() => 0)
   const jobHeld = w.keys.map(() => 0)
   const blockerGot = w.blockers.map(() => 0)

@@ -19,7 +19,6 @@ import * as Schema from "effect/Schema"
 import pg from "pg"
 import {
   Concurrency,
-  ConcurrencyMetadata,
   Contract,
   Handler,
   JobParameters,
@@ -82,7 +81,7 @@ const rejectsLimit = (limit: number, providerRejects: boolean) =>
     const viaParams = JobParameters.make().withSemaphore("k", limit)
     expect(viaParams.error?._tag).toBe("InvalidPolicy")
     expect(viaParams.error?.message).toBe(`JobParameters.withSemaphore("k", ${limit}, "Wait"): ${rule}`)
-    const viaConfigure = JobParameters.make().configure(ConcurrencyMetadata, (m) => {
+    const viaConfigure = JobParameters.make().configure(Concurrency.ConcurrencyMetadata, (m) => {
       m.key = "k"
       m.limit = limit
     })

@@ -1,17 +1,18 @@
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
-import { SemaphoreProvider, SemaphoreProviderMemory } from "warp-effect"
+import { SemaphoreProviderMemory } from "warp-effect"
+import { SemaphoreProvider, type SemaphoreProviderService } from "warp-effect/provider"
 import { ProviderContract } from "warp-effect/testing/vitest"
 
 // Your own provider: here, one that counts "full" answers around the in-memory provider.
-const counting = (inner: SemaphoreProvider.SemaphoreProviderService, full: { count: number }): SemaphoreProvider.SemaphoreProviderService => ({
+const counting = (inner: SemaphoreProviderService, full: { count: number }): SemaphoreProviderService => ({
   tryAcquire: (name, limit, timeout) =>
     inner.tryAcquire(name, limit, timeout).pipe(Effect.tap((slot) => Effect.sync(() => Option.isNone(slot) && full.count++)))
 })
 
 const CountingProvider = Layer.effect(
-  SemaphoreProvider.SemaphoreProvider,
+  SemaphoreProvider,
   Effect.map(SemaphoreProviderMemory.make, (inner) => counting(inner, { count: 0 }))
 )
 

@@ -46,7 +46,7 @@ import * as Layer from "effect/Layer"
 import * as ManagedRuntime from "effect/ManagedRuntime"
 import { Redis } from "ioredis"
 import pg from "pg"
-import { Concurrency, JobMetadata, JobParameters, JobStorePg, type NewJob, SemaphoreProviderMemory } from "warp-effect"
+import { Concurrency, Job, JobMetadata, JobParameters, JobStorePg, SemaphoreProviderMemory } from "warp-effect"
 import { cancelledText, groupCancelledText, groupRequeuedText, LOCK_PREFIX, TOTAL_PREFIX } from "../../src/internal/concurrency/ConcurrencyBehavior.js"
 import * as JobId from "../../src/internal/job/JobId.js"
 import { publishMetadata } from "../../src/internal/publisher/Publisher.js"
@@ -372,7 +372,7 @@ export const runSoak = async (options: SoakOptions): Promise<SoakSummary> => {
     if (groupKeys.length > 0) for (let s = 0; s < total.limit; s++) lockKeys.set(lockId(slotName(TOTAL_PREFIX + total.group, s)), total.group)
     const capKinds = [...(groupKeys.length > 0 ? ["group" as const] : []), ...(crKeys.length > 0 ? ["cr" as const] : [])]
     const now = new Date()
-    const rows: Array<NewJob> = []
+    const rows: Array<Job.NewJob> = []
     for (let n = 0; n < o.jobs; n++) {
       const kind = capKinds.length > 0 && random() < o.capShare ? capKinds[Math.floor(random() * capKinds.length)]! : "plain"
       const pool = kind === "group" ? groupKeys : kind === "cr" ? crKeys : keys

@@ -14,7 +14,7 @@ import * as Exit from "effect/Exit"
 import * as Option from "effect/Option"
 import * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
-import { Contract, CurrentAttempt, Handler } from "warp-effect"
+import { Contract, Handler, Job } from "warp-effect"
 import { LOCK_PREFIX } from "../../src/internal/concurrency/ConcurrencyBehavior.js"
 import { lockId } from "../../src/internal/semaphore/lockId.js"
 import { slotName } from "../../src/internal/semaphore/SemaphoreProvider.js"
@@ -122,7 +122,7 @@ export const recordingHandler = (recorder: Recorder) =>
   Handler.job(Work, ({ fail, hangFirst, ms, write }, info) =>
     Effect.gen(function* () {
       const sql = yield* SqlClient.SqlClient
-      const attempt = yield* Effect.serviceOption(CurrentAttempt)
+      const attempt = yield* Effect.serviceOption(Job.CurrentAttempt)
       const policy = Option.flatMap(attempt, (a) => Option.fromNullishOr(a.policies.concurrency))
       const key = Option.match(policy, { onNone: () => null, onSome: (p) => p.key })
       const lim = Option.match(policy, { onNone: () => null, onSome: (p) => p.limit })

@@ -66,7 +66,7 @@ export const crWorkload = (o: {
     }))
 
 /** A job's enqueue-time declaration: `Mutex(key, CancelRunning)` at limit 1, else `Semaphore`. */
-export const crParameters = (key: CrKey): JobParameters =>
+export const crParameters = (key: CrKey): JobParameters.JobParameters =>
   key.limit === 1 ? JobParameters.make().withMutex(key.name, "CancelRunning") : JobParameters.make().withSemaphore(key.name, key.limit, "CancelRunning")
 
 const OUTCOME_KINDS = new Set(["Succeeded", "Failed", "Cancelled", "Requeued"])

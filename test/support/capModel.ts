@@ -112,7 +112,7 @@ export const totalOf = (w: CapWorkload, key: CapKey): { readonly group: string; 
   key.group === null ? undefined : { group: w.groups[key.group]!.name, limit: w.groups[key.group]!.limit }
 
 /** A job's enqueue-time declaration: `withMutex` at limit 1, else `withSemaphore`, with its key's total cap. */
-export const capParameters = (w: CapWorkload, job: CapJob, mode: string = job.mode): JobParameters => {
+export const capParameters = (w: CapWorkload, job: CapJob, mode: string = job.mode): JobParameters.JobParameters => {
   const key = w.keys[job.key]!
   const total = totalOf(w, key)
   const m = mode as "Skip" | "Wait" | "CancelRunning"

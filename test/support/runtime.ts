@@ -2,7 +2,7 @@ import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
-import { type JobState } from "warp-effect"
+import { Job } from "warp-effect"
 import { JobStore } from "../../src/internal/store/JobStore.js"
 
 /** Waits (polling the store every `poll`, bounded) until no job is pending or processing. */
@@ -23,7 +23,7 @@ export const detail = (id: string) =>
   Effect.flatMap(JobStore, (s) => s.get(id)).pipe(Effect.map(Option.getOrThrow))
 
 /** The state of one job. */
-export const stateOf = (id: string): Effect.Effect<JobState, unknown, JobStore> => Effect.map(detail(id), (d) => d.job.state)
+export const stateOf = (id: string): Effect.Effect<Job.JobState, unknown, JobStore> => Effect.map(detail(id), (d) => d.job.state)
 
 /** What `until` read last, for its failure message (a job's detail as its state and last audit entries). */
 const describe = (a: unknown): string => {

@@ -139,7 +139,7 @@ describe("TestRuntime: any workload", () => {
 
 describe("TestRuntime: catching a broken policy", () => {
   /** The user's property: no key ever has more handlers inside than the workload declares. */
-  const property = (declared: (job: Workload.WorkloadJob) => JobParameters) =>
+  const property = (declared: (job: Workload.WorkloadJob) => JobParameters.JobParameters) =>
     fc.asyncProperty(Workload.arbitrary({ maxKeys: 2, maxLimit: 2, modes: ["Wait"], keyless: false, minJobs: 2, maxJobs: 6, maxArrivalMs: 20 }), (w) =>
       Effect.runPromise(
         Effect.gen(function* () {

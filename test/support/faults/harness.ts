@@ -264,7 +264,7 @@ const scenario = (s: Scenario, log: (line: string) => void) =>
       yield* Effect.addFinalizer(() => Effect.promise(() => Promise.all(children.map((c) => c.stop()))))
       yield* Effect.promise(() => Promise.all(children.map((c) => c.ready)))
       const ms = () => s.jobMs[0] + Math.floor(Math.random() * (s.jobMs[1] - s.jobMs[0] + 1))
-      const specs: Array<JobParameters> = []
+      const specs: Array<JobParameters.JobParameters> = []
       for (let i = 0; i < s.keyedJobs; i++) specs.push(JobParameters.make().withSemaphore(`key-${i % s.keys}`, s.limit, "Wait"))
       for (let i = 0; i < s.keylessJobs; i++) specs.push(JobParameters.make())
       // interleave keyed and keyless jobs

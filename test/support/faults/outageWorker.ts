@@ -19,7 +19,7 @@ import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
 import * as References from "effect/References"
-import { Concurrency, CurrentAttempt, Handler, JobStorePg, Registry, SemaphoreProviderPg, Worker } from "warp-effect"
+import { Concurrency, Handler, Job, JobStorePg, Registry, SemaphoreProviderPg, Worker } from "warp-effect"
 import { Work } from "../../soak/workload.js"
 
 /** The configuration a parent passes as the first argument. */
@@ -65,7 +65,7 @@ const record = (r: Omit<Record, "proc" | "pid" | "ns">) =>
 
 const handler = Handler.job(Work, ({ ms }, info) =>
   Effect.gen(function* () {
-    const attempt = yield* Effect.serviceOption(CurrentAttempt)
+    const attempt = yield* Effect.serviceOption(Job.CurrentAttempt)
     const policy = Option.flatMap(attempt, (a) => Option.fromNullishOr(a.policies.concurrency))
     const key = Option.match(policy, { onNone: () => null, onSome: (p) => p.key })
     const limit = Option.match(policy, { onNone: () => null, onSome: (p) => p.limit })
