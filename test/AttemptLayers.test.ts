@@ -1,7 +1,7 @@
 /**
- * The attempt's layers (JobContext → ResolvedPolicy → Stamp) and the context the worker builds for an
- * attempt from the same functions (`ResolvedPolicy.resolve`, `Stamp.of`) give the same services: the
- * handler, payload, policies in force (globals read live, never stamped) and the stamp written.
+ * The attempt's layers (JobContext → ResolvedPolicy → Stamp), which the worker builds for every attempt
+ * (`RunAttempt`), give the services the functions they wrap (`ResolvedPolicy.resolve`, `Stamp.of`) give:
+ * the handler, payload, policies in force (globals read live, never stamped) and the stamp written.
  */
 import { describe, expect, it } from "@effect/vitest"
 import * as Duration from "effect/Duration"
@@ -28,7 +28,7 @@ describe("attempt layers", () => {
       const context: JobContext.JobContextValue = { job: job!, workerId: "w1", startedAt: new Date("2026-12-06T00:00:00Z") }
 
       const viaLayers = yield* Effect.all([ResolvedPolicy.ResolvedPolicy, Stamp.Stamp]).pipe(
-        Effect.provide(Stamp.layer.pipe(Layer.provideMerge(ResolvedPolicy.layer), Layer.provideMerge(JobContext.layer(context))))
+        Effect.provide(Stamp.layer.pipe(Layer.provideMerge(ResolvedPolicy.layer()), Layer.provideMerge(JobContext.layer(context))))
       )
       const globals = yield* (yield* GlobalPolicies.GlobalPolicies).current
       const direct = Result.getOrThrow(ResolvedPolicy.resolve(context, registry, globals))

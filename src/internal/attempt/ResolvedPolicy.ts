@@ -84,14 +84,17 @@ export const resolve = (
 
 /**
  * The resolved policy as a layer: needs the attempt's context and the registry; the global defaults are
- * read from `GlobalPolicies` (a reference: none unless provided) at each resolution.
+ * read from `GlobalPolicies` (a reference: none unless provided) at each resolution. `enforced`: the
+ * families the worker enforces (a resolved policy of another family makes the row {@link Unrunnable});
+ * every family by default.
  */
-export const layer: Layer.Layer<ResolvedPolicy, Unrunnable, JobContext | Registry> = Layer.effect(
-  ResolvedPolicy,
-  Effect.gen(function* () {
-    const context = yield* JobContext
-    const registry = yield* Registry
-    const globals = yield* (yield* GlobalPolicies).current
-    return yield* Effect.fromResult(resolve(context, registry, globals))
-  })
-)
+export const layer = (enforced: ReadonlySet<FamilyName> = allFamilies): Layer.Layer<ResolvedPolicy, Unrunnable, JobContext | Registry> =>
+  Layer.effect(
+    ResolvedPolicy,
+    Effect.gen(function* () {
+      const context = yield* JobContext
+      const registry = yield* Registry
+      const globals = yield* (yield* GlobalPolicies).current
+      return yield* Effect.fromResult(resolve(context, registry, globals, enforced))
+    })
+  )

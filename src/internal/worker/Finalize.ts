@@ -29,11 +29,19 @@ export const rowConcurrency = (job: Job): { readonly key: string; readonly limit
 /** Writes attempts' results for one worker. */
 export interface Finalizer {
   /**
-   * Writes `outcome` and `metadata` (the stamp) for `job`; `release`, when given, frees the attempt's
-   * slot in the same statement (first try only: a write retried after that leaves the slot to the scope).
-   * Uninterruptible.
+   * Writes `outcome` and `metadata` (the stamp) for `job` (see {@link FinalizeOptions}). Uninterruptible.
    */
-  readonly finalize: (job: Job, outcome: Outcome, metadata: unknown, release?: FusedRelease, next?: NextClaim) => Effect.Effect<void>
+  readonly finalize: (job: Job, outcome: Outcome, metadata: unknown, options?: FinalizeOptions) => Effect.Effect<void>
+}
+
+/** How an attempt's finalizing write goes out. */
+export interface FinalizeOptions {
+  /** Whether the attempt's handler ran (else the claim gives its attempt number back); false by default. */
+  readonly handlerRan?: boolean | undefined
+  /** Frees the attempt's slot in the same statement (first try only: a write retried after that leaves the slot to its scope). */
+  readonly release?: FusedRelease | undefined
+  /** The lane's next claim, carried by a statement that frees a slot (`release`). */
+  readonly next?: NextClaim | undefined
 }
 
 /**
@@ -50,7 +58,7 @@ export interface NextClaim {
 
 /** The finalizer of a worker over `store`. */
 export const make = (store: JobStoreService, state: WorkerState): Finalizer => {
-  const { health, ran, inFlight, leaseUntil, stopping } = state
+  const { health, inFlight, leaseUntil, stopping } = state
 
   /** The trail of a job whose finished attempt's result could not be written before another attempt took it. */
   const lostInOutage = (job: Job, outcome: Outcome, seconds: number) =>
@@ -82,12 +90,14 @@ export const make = (store: JobStoreService, state: WorkerState): Finalizer => {
       yield* store.appendLog(job.id, "Recovered", text).pipe(Effect.retry({ schedule: storeRetry, times: 20 }), Effect.ignore)
     })
 
-  const finalize = (job: Job, outcome: Outcome, metadata: unknown, release?: FusedRelease, next?: NextClaim) =>
+  const finalize = (job: Job, outcome: Outcome, metadata: unknown, options?: FinalizeOptions) =>
     Effect.gen(function* () {
       let failedAt: number | undefined
       let delay = 50
       let rejected = 0
-      let fused = release
+      const handlerRan = options?.handlerRan === true
+      const next = options?.next
+      let fused = options?.release
       // rows the write claimed for the lane (see `NextClaim`), shown on the attempt's span
       let carried: number | undefined
       while (true) {
@@ -109,13 +119,12 @@ export const make = (store: JobStoreService, state: WorkerState): Finalizer => {
           }
         }
         const result = yield* Effect.result(
-          health.observe(store.finalize({ job, workerId: state.config.workerId, outcome, metadata, handlerRan: ran.has(job.id), release: fused, claim }))
+          health.observe(store.finalize({ job, workerId: state.config.workerId, outcome, metadata, handlerRan, release: fused, claim }))
         )
         fused = undefined
         const now = yield* Clock.currentTimeMillis
         if (result._tag === "Success") {
           if (failedAt !== undefined) yield* Metric.modify(StoreHealth.finalizesPending, -1)
-          ran.delete(job.id)
           if (carried !== undefined) yield* Effect.annotateCurrentSpan(Telemetry.attributes.claimed, carried)
           if (result.success) {
             yield* Effect.annotateCurrentSpan(Telemetry.attributes.outcome, outcome._tag)
@@ -135,12 +144,10 @@ export const make = (store: JobStoreService, state: WorkerState): Finalizer => {
         if (!StoreHealth.isOutage(result.failure) && ++rejected >= 8) {
           yield* Metric.modify(StoreHealth.finalizesPending, -1)
           inFlight.delete(job.id)
-          ran.delete(job.id)
           return yield* Effect.logError(`finalize of ${job.id} rejected by the job store; the lease will recover it`, result.failure)
         }
         if ((yield* Deferred.isDone(stopping)) && now >= (leaseUntil.get(job.id) ?? 0)) {
           yield* Metric.modify(StoreHealth.finalizesPending, -1)
-          ran.delete(job.id)
           return yield* Effect.logError(
             `result of attempt ${job.attempt} of ${job.id} (${outcome._tag}) not written: the job store was unreachable until the worker stopped; the lease will recover the job`
           )

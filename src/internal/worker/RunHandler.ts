@@ -16,6 +16,7 @@ import * as Queue from "effect/Queue"
 import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import { type Attempt, CurrentAttempt, CurrentSlot, interruptFork, lapsedText, untilLost } from "../attempt/Attempt.js"
+import type { AttemptRecordState } from "../attempt/AttemptRecord.js"
 import type { AttemptInfo, SlotInfo } from "../job/Handler.js"
 import type { Job } from "../job/Job.js"
 import { Outcome } from "../job/Outcome.js"
@@ -62,14 +63,14 @@ const handlerOutcome = (attempt: Attempt, slot: SlotInfo | undefined): Effect.Ef
 
 /**
  * Runs the handler, unless the job was cancelled; a cancel asked while it runs interrupts it (its
- * finalizers run first) and the attempt ends as Deleted.
+ * finalizers run first) and the attempt ends as Deleted. Notes in the attempt's `record` that it ran.
  */
-export const runHandler = (state: WorkerState, attempt: Attempt, keySource?: string): Effect.Effect<Outcome> =>
+export const runHandler = (state: WorkerState, record: AttemptRecordState, attempt: Attempt, keySource?: string): Effect.Effect<Outcome> =>
   Effect.suspend(() => {
     const job = attempt.job
     const asked = cancelOf(state, job)
     if (asked !== undefined) return Effect.succeed(cancelled(job, asked, false))
-    state.ran.add(job.id)
+    record.handlerRan = true
     const concurrency = attempt.policies.concurrency
     const key = concurrency?.key
     if (key !== undefined) {
@@ -115,7 +116,13 @@ export const runHandler = (state: WorkerState, attempt: Attempt, keySource?: str
   })
 
 /** A saga step: serialized per correlation through `locks` (the store's own, spanning every process). */
-export const runSaga = (state: WorkerState, locks: SemaphoreProviderService, attempt: Attempt, h: Saga.SagaHandler): Effect.Effect<Outcome, never, Scope.Scope> =>
+export const runSaga = (
+  state: WorkerState,
+  record: AttemptRecordState,
+  locks: SemaphoreProviderService,
+  attempt: Attempt,
+  h: Saga.SagaHandler
+): Effect.Effect<Outcome, never, Scope.Scope> =>
   Effect.gen(function* () {
     const name = Saga.lockName(h.contract.name, h.correlate(attempt.payload))
     const slot = yield* locks.tryAcquire(name, 1, 0)
@@ -126,7 +133,7 @@ export const runSaga = (state: WorkerState, locks: SemaphoreProviderService, att
     // whose lock lapsed meanwhile (its process paused or cut off past the deadline) is not recorded
     const lock = slot.value
     const what = `Lock of saga correlation '${name}'`
-    const outcome = yield* untilLost(runHandler(state, attempt), lock.lost, () =>
+    const outcome = yield* untilLost(runHandler(state, record, attempt), lock.lost, () =>
       Outcome.Requeued({ reason: `${what} lost while running (connection to the semaphore provider died); requeued`, keepsPlace: true })
     )
     if (lock.lapsed !== undefined && (yield* lock.lapsed)) return Outcome.Requeued({ reason: lapsedText(what), keepsPlace: true })

@@ -1,7 +1,7 @@
 /**
  * The worker: a scoped pool of lanes that claim due jobs and run each attempt as one Effect program
- * — the attempt's layers (context, resolved policy, stamp), the pipeline of behaviors around the
- * handler, and exactly one finalizing write (see `RunAttempt`).
+ * — over the attempt's scoped layers (record, context, resolved policy, stamp, concurrency slot), the
+ * pipeline of behaviors around the handler, and exactly one finalizing write (see `RunAttempt`).
  *
  * Closing the worker's scope stops claiming, lets running attempts finish for `gracePeriod`, then
  * interrupts the rest; an interrupted attempt is requeued by its finalizing write, so nothing is lost.
@@ -14,6 +14,7 @@ import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import type * as Scope from "effect/Scope"
+import * as ConcurrencySlot from "../attempt/ConcurrencySlot.js"
 import type { Addon, AddonServices, Behavior } from "../attempt/Pipeline.js"
 import type { Job } from "../job/Job.js"
 import { Registry, type RegistryService } from "../job/Registry.js"
@@ -23,6 +24,7 @@ import { GlobalPolicies } from "../policy/GlobalPolicies.js"
 import type { FamilyName, Policies } from "../policy/PolicyFamily.js"
 import type { ConcurrencyPolicy } from "../policy/PolicyValues.js"
 import * as RetryBehavior from "../retry/RetryBehavior.js"
+import { SemaphoreProvider } from "../semaphore/SemaphoreProvider.js"
 import { JobStore } from "../store/JobStore.js"
 import * as TimeoutBehavior from "../timeout/TimeoutBehavior.js"
 import * as Finalize from "./Finalize.js"
@@ -94,9 +96,18 @@ export const make = <const A extends ReadonlyArray<Addon<any>> = []>(
     const enforced = new Set<FamilyName>([...Enforcement.core, ...(options.addons ?? []).flatMap((a) => a.enforces ?? [])])
     const refused = checkEnforced(registry, yield* (yield* GlobalPolicies).current, enforced)
     if (refused !== undefined) return yield* refused
-    // the addons' behaviors by their order (outermost first), then the core ones
+    // the addons' behaviors by their order (outermost first), then the core ones. The provider they see
+    // takes the slots an admitting behavior asks for into the attempt's own slot scope (see
+    // `ConcurrencySlot`): released with it, right before the finalizing write or by its finalization.
+    const provider = yield* Effect.serviceOption(SemaphoreProvider)
     const addons: Array<Behavior> = []
-    for (const addon of [...(options.addons ?? [])].sort((a, b) => a.order - b.order)) addons.push(yield* addon.behavior)
+    for (const addon of [...(options.addons ?? [])].sort((a, b) => a.order - b.order)) {
+      addons.push(
+        yield* Option.isSome(provider)
+          ? Effect.provideService(addon.behavior, SemaphoreProvider, ConcurrencySlot.acquiringInto(provider.value))
+          : addon.behavior
+      )
+    }
     const state = yield* WorkerState.make(WorkerState.config(options))
     const { config } = state
 

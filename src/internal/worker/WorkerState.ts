@@ -101,8 +101,6 @@ export interface WorkerState {
   readonly config: WorkerConfig
   /** Ids of the jobs this worker holds (claimed, running or finalizing). */
   readonly inFlight: Set<string>
-  /** Jobs whose handler started in their current claim (a claim whose handler never ran is not an attempt). */
-  readonly ran: Set<string>
   /** When each claimed job's lease runs out unless a heartbeat renews it (local clock, epoch ms). */
   readonly leaseUntil: Map<string, number>
   /** The concurrency key of each running handler (it holds a slot of it), by job id. */
@@ -128,7 +126,6 @@ export const make = (config: WorkerConfig): Effect.Effect<WorkerState> =>
     unstamped: new Map(),
     reportSoon,
     inFlight: new Set(),
-    ran: new Set(),
     leaseUntil: new Map(),
     runningKeys: new Map(),
     cancelSignals: new Map(),
