@@ -1,6 +1,6 @@
 /**
- * Registration of the circuit-breaker addon. Without it the runtime ignores declared breakers (they
- * are still resolved and stamped, like any family).
+ * Registration of the circuit-breaker addon. A worker without it refuses handlers, contracts and global
+ * defaults that declare a breaker (`UnenforcedPolicy`) and fails jobs that carry one.
  *
  * @since 0.1.0
  */

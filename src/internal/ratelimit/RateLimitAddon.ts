@@ -1,6 +1,6 @@
 /**
- * Registration of the rate-limit addon. Without it the runtime ignores declared rate limits (they are
- * still resolved and stamped, like any family).
+ * Registration of the rate-limit addon. A worker without it refuses handlers and contracts that declare
+ * a rate limit (`UnenforcedPolicy`) and fails jobs enqueued with one.
  *
  * @since 0.1.0
  */
