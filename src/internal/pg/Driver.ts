@@ -2,9 +2,9 @@
  * The `pg` driver, for what @effect/sql-pg does not give: a connection's end and errors as events (the
  * PostgreSQL semaphore provider's lost-slot signal) on a connection this library holds for itself.
  *
- * Up to @effect/sql-pg 0.53 every connection of the `SqlClient` was a `pg` client, kept in a `pg` field
- * ({@link driverOf}). @effect/sql-pg 4 speaks the wire protocol itself: its connections have no `pg`
- * client (`driverOf` finds none on them), cache their prepared statements by themselves, and tell of
+ * Up to @effect/sql-pg 0.53 every connection of the `SqlClient` was a `pg` client, kept in a `pg` field.
+ * @effect/sql-pg 4 speaks the wire protocol itself: its connections have no `pg` client, cache their
+ * prepared statements by themselves, and tell of
  * their death only to their pool (an internal hook) or through a `LISTEN` queue. So the semaphore
  * provider opens its slot connections with `pg` itself, through a small pool of its own
  * ({@link makeDriverPool}) built from the `PgClient`'s settings ({@link driverConfigOf}).
@@ -31,16 +31,6 @@ export interface DriverClient {
   query(text: string, cb: (err: Error | undefined) => void): unknown
   on(event: string, listener: () => void): unknown
   off(event: string, listener: () => void): unknown
-}
-
-/**
- * The driver's client behind `conn`, if it has one: a connection of @effect/sql-pg 0.53 kept its `pg`
- * client in a `pg` field. A connection of @effect/sql-pg 4 has none (it speaks the wire protocol
- * itself and prepares its statements by itself): `undefined`, and callers run their statement as usual.
- */
-export const driverOf = (conn: unknown): DriverClient | undefined => {
-  const client = (conn as { pg?: unknown } | undefined)?.pg as { query?: unknown; on?: unknown; off?: unknown } | undefined
-  return typeof client?.query === "function" && typeof client.on === "function" && typeof client.off === "function" ? (client as DriverClient) : undefined
 }
 
 /**

@@ -225,7 +225,7 @@ export const fetch = (
 ): Effect.Effect<ReadonlyArray<Job>, StoreError> =>
   Effect.flatMap(readsLimits, (limitsTable) => {
     const { ctes, rows } = claimCtes(sql, limitsTable, workerId, limit, lease, hint)
-    return runPrepared(sql, sql`WITH ${ctes} SELECT * FROM ${rows} k ORDER BY schedule_time, id`, prepared)
+    return runPrepared(sql`WITH ${ctes} SELECT * FROM ${rows} k ORDER BY schedule_time, id`, prepared)
   }).pipe(
     Effect.map(claimedJobs),
     Effect.mapError(fail("fetch"))

@@ -54,7 +54,7 @@ export const finalize = (
         )`
   const written = (rows: ReadonlyArray<unknown>) => Number((rows[0] as any)?.n ?? 0) === 1
   if (fused === undefined) {
-    return runPrepared(sql, sql`WITH ${write} SELECT count(*)::int AS n FROM u`, prepared).pipe(Effect.map(written), Effect.mapError(fail("finalize")))
+    return runPrepared(sql`WITH ${write} SELECT count(*)::int AS n FROM u`, prepared).pipe(Effect.map(written), Effect.mapError(fail("finalize")))
   }
   const alone = sql`WITH ${write}, ${fused.statement} SELECT count(*)::int AS n, (SELECT released FROM r) AS released FROM u`
   // the slot's connection could not run it (lost, or the statement failed there): the slot is lost

@@ -44,7 +44,7 @@ export const finalizeMany = (sql: SqlClient.SqlClient, batch: ReadonlyArray<Fina
   const logs = batch.map((f) => logOf(f.outcome))
   const col = <A>(get: (f: Finalize, i: number) => A) => batch.map(get)
   const at = (f: Finalize) => (f.outcome._tag === "Requeued" && f.outcome.at !== undefined ? f.outcome.at.toISOString() : null)
-  return runPrepared(sql, sql`
+  return runPrepared(sql`
       WITH x AS (
         SELECT * FROM unnest(
           ${col((f) => f.job.id)}::text[], ${col((f) => f.workerId)}::text[], ${col((f) => f.job.attempt)}::int[],

@@ -13,7 +13,6 @@
  * @since 0.3.0
  */
 import type * as Effect from "effect/Effect"
-import type * as SqlClient from "effect/sql/SqlClient"
 import type { SqlError } from "effect/sql/SqlError"
 import type * as Statement from "effect/sql/Statement"
 
@@ -23,7 +22,6 @@ import type * as Statement from "effect/sql/Statement"
  * sets none).
  */
 export const runPrepared = (
-  _sql: SqlClient.SqlClient,
   statement: Statement.Statement<unknown>,
   enabled: boolean
 ): Effect.Effect<ReadonlyArray<any>, SqlError> => (enabled ? statement : statement.unprepared)
