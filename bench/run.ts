@@ -4,7 +4,8 @@
  *   npm run bench                       (from the repository root: installs bench deps, runs all)
  *   BENCH_SCALE=0.2 npm run bench       quick run: job counts scaled down
  *   BENCH_ROUNDS=5                      alternating rounds per scenario (default 3)
- *   BENCH_ONLY=2,6                      only some scenarios (8: producers; 11: fair share and total caps; 12: slot after SIGKILL)
+ *   BENCH_ONLY=2,6                      only some scenarios (8: producers; 11: fair share and total caps; 12: slot after SIGKILL;
+ *                                       13: pickup latency; 14: a total cap's workload)
  *   DATABASE_URL=postgres://...         use that server (default: an embedded one)
  *   BENCH_OUT=results-producers         write results-producers.json/.svg instead of results.json/.svg
  *   BENCH_BEFORE=1                      scenarios 1 and 9 also run commit 44c18c5 (warp-effect 0.2, Effect 3),
@@ -23,12 +24,13 @@ import pg from "pg"
 import { connectionsTo, createDatabase, dropDatabase, serverVersion, startServer, withFreshDatabase } from "./lib/server.js"
 import { fmt, median, percentile } from "./lib/stats.js"
 import { type Panel, render } from "./lib/svg.js"
-import type { BacklogResult, BacklogSpec, ClaimBlock, ClaimRig, ClaimSpec, ProducerResult, ProducerSpec } from "./systems/common.js"
+import type { BacklogResult, BacklogSpec, ClaimBlock, ClaimRig, ClaimSpec, HandoffSpec, PickupResult, PickupSpec, ProducerResult, ProducerSpec } from "./systems/common.js"
 import * as effectqueue from "./systems/effectqueue.js"
 import * as graphile from "./systems/graphile.js"
 import * as pgboss from "./systems/pgboss.js"
 import * as warp from "./systems/warp.js"
 import { slotAfterKill } from "./lib/slotAfterKill.js"
+import { serverCpu } from "./lib/serverCpu.js"
 import { currentTree, inOwnProcess, prepareBeforeTree, treeVersions } from "./lib/ownProcess.js"
 import * as PrivateRedis from "../test/support/faults/PrivateRedis.js"
 
@@ -94,8 +96,72 @@ const rows: Array<Row> = []
 const panels: Array<Panel> = []
 const raw: Record<string, unknown> = {}
 const goals: Array<{ goal: string; measured: string; met: boolean }> = []
+/** Whether this pass's server is DATABASE_URL (others may use it too), not one of the bench's own embedded servers. */
+let sharedServer = false
+
+/**
+ * The cost columns of a scenario's backlog runs (issue 40): server CPU per job (the PostgreSQL server's
+ * process tree, from /proc: lib/serverCpu.ts) and worker CPU per job (the worker's process,
+ * `process.cpuUsage`), medians over the rounds; this project's rows carry the ratios against
+ * graphile-worker and against the best (lowest) peer, and `ours` the goal "server CPU per job ≤
+ * graphile-worker's". Adds rows, a goal and a panel; returns the medians.
+ */
+const costOf = (
+  scenario: string,
+  res: ReadonlyMap<string, ReadonlyArray<BacklogResult>>,
+  options: { readonly ours?: string; readonly peers: ReadonlyArray<string>; readonly label?: (s: string) => string }
+) => {
+  const label = options.label ?? ((s: string) => s)
+  const server = (s: string) => medianOrNaN(res.get(s)!.map(serverCpuPerJob))
+  const worker = (s: string) => medianOrNaN(res.get(s)!.map(workerCpuPerJob))
+  const database = (s: string) => medianOrNaN(res.get(s)!.map(databaseCpuPerJob))
+  // on a server others use too (DATABASE_URL) the whole tree counts their work: the goal reads the
+  // run's own backends there, the whole tree on the bench's private embedded servers
+  const gauge = sharedServer ? database : server
+  const gaugeName = sharedServer ? "own database's backends (shared server)" : "postmaster + every backend"
+  const present = options.peers.filter((p) => res.has(p))
+  const bestServer = present.length === 0 ? Number.NaN : Math.min(...present.map(gauge))
+  const bestWorker = present.length === 0 ? Number.NaN : Math.min(...present.map(worker))
+  const graphileServer = res.has("graphile-worker") ? gauge("graphile-worker") : Number.NaN
+  const bars: Array<Panel["bars"][number]> = []
+  for (const s of res.keys()) {
+    const ours = s.startsWith("warp-effect")
+    const goal = s === options.ours && !Number.isNaN(gauge(s)) && !Number.isNaN(graphileServer)
+    rows.push({
+      scenario,
+      system: label(s),
+      metric: "CPU ms/job: server (postmaster + every backend) [own database's backends]; worker process",
+      value: `${na(server(s))} [${na(database(s))}]; ${na(worker(s))}`,
+      ...(ours && present.length > 0
+        ? {
+            ratio: `server ${na(gauge(s) / graphileServer)}× graphile-worker, ${na(gauge(s) / bestServer)}× best peer${sharedServer ? " (own database's backends)" : ""}; worker ${na(worker(s) / bestWorker)}× best peer`,
+            ...(goal ? { goal: "server ≤ graphile-worker's", met: gauge(s) <= graphileServer } : {})
+          }
+        : {})
+    })
+    if (goal) goals.push({ goal: `${scenario}: server CPU per job ≤ graphile-worker's (${gaugeName})`, measured: `${fmt(gauge(s))} vs ${fmt(graphileServer)} ms (${fmt(gauge(s) / graphileServer)}×)`, met: gauge(s) <= graphileServer })
+    bars.push(
+      { label: `${label(s)}: server`, value: server(s), note: `${na(server(s))} ms`, ours },
+      { label: `${label(s)}: worker`, value: worker(s), note: `${na(worker(s))} ms`, ours }
+    )
+  }
+  panels.push({ title: `${scenario}: CPU time per job, server (postmaster and backends) and worker process`, unit: "ms per job, median", better: "lower", bars })
+  return { server, worker, database }
+}
 
 const jps = (r: BacklogResult) => r.completed / (r.elapsedMs / 1000)
+/** The median, NaN if any figure is NaN (a server CPU time this machine could not read). */
+const medianOrNaN = (xs: ReadonlyArray<number>) => (xs.some(Number.isNaN) ? Number.NaN : median(xs))
+/** A figure for the table, "n/a" where it could not be measured. */
+const na = (x: number, digits = 3) => (Number.isNaN(x) ? "n/a" : fmt(x, digits))
+/** CPU ms of the worker's process per job that ran in the window (`process.cpuUsage`). */
+const workerCpuPerJob = (r: BacklogResult) => (r.cpuMs ?? Number.NaN) / Math.max(1, r.completed)
+/** CPU ms of the PostgreSQL server per job that ran in the window (postmaster and every backend, lib/serverCpu.ts). */
+const serverCpuPerJob = (r: BacklogResult) => (r.serverCpuMs ?? Number.NaN) / Math.max(1, r.completed)
+/** CPU ms of the run's own database's backends per job (polled from /proc; no background processes, no other clients). */
+const databaseCpuPerJob = (r: BacklogResult) => (r.databaseCpuMs ?? Number.NaN) / Math.max(1, r.completed)
+/** A run's cost for a log line. */
+const costLog = (r: BacklogResult) => `CPU ms/job server ${na(serverCpuPerJob(r))} (own database's backends ${na(databaseCpuPerJob(r))}), worker ${na(workerCpuPerJob(r))}`
 const backlogSystems = { "warp-effect": warp.backlog, "graphile-worker": graphile.backlog, "pg-boss": pgboss.backlog } as const
 /** Scenario 3's extra row: this project with the PostgreSQL provider's lock-delay off (its cost). */
 const manyKeysSystems = { ...backlogSystems, "warp-effect, lock-delay off": (url: string, spec: BacklogSpec) => warp.backlog(url, { ...spec, lockDelay: false }) }
@@ -119,7 +185,10 @@ const SERVERS = (process.env.BENCH_SERVERS ?? "fast,durable").split(",").map((s)
 const runOn = async (kind: "fast" | "durable") => {
   const server = await startServer(kind)
   const pgVersion = await serverVersion(server.url)
-  log(`${kind}: PostgreSQL ${pgVersion} (${server.description}), scale ${SCALE}, rounds ${ROUNDS}`)
+  sharedServer = server.description === "DATABASE_URL"
+  const cpuClock = await serverCpu(server.url)
+  const serverCpuNote = cpuClock.unavailable === undefined ? `read from /proc (postmaster ${cpuClock.postmaster})` : `n/a: ${cpuClock.unavailable}`
+  log(`${kind}: PostgreSQL ${pgVersion} (${server.description}), scale ${SCALE}, rounds ${ROUNDS}; server CPU ${serverCpuNote}`)
   const firstRow = rows.length
   const firstPanel = panels.length
   const firstGoal = goals.length
@@ -146,7 +215,7 @@ const runOn = async (kind: "fast" | "durable") => {
         variants,
         (v) =>
           withFreshDatabase(server.url, (url) => runOf.get(v)!(url, spec(v.endsWith("with addon")))).then((r) => {
-            log(`   ${v}: ${fmt(jps(r))} jobs/s, ${fmt(r.cpuMs! / r.completed)} ms CPU per job`)
+            log(`   ${v}: ${fmt(jps(r))} jobs/s, ${fmt(r.cpuMs! / r.completed)} ms CPU per job, server ${na(serverCpuPerJob(r))} ms per job (own database's backends ${na(databaseCpuPerJob(r))})`)
             return r
           }),
         rounds
@@ -161,12 +230,13 @@ const runOn = async (kind: "fast" | "durable") => {
         const timeRatio = median(w.map((x, i) => jps(x) / jps(a[i]!)))
         const cpuRatio = median(w.map((x, i) => cpuPerJob(a[i]!) / cpuPerJob(x)))
         const current = version.prefix === ""
-        rows.push({ scenario: "1 keyless", system: `${version.label}, no addon`, metric: "jobs/s; CPU ms/job", value: `${fmt(median(w.map(jps)))}; ${fmt(median(w.map(cpuPerJob)))}` })
+        const serverOf = (xs: ReadonlyArray<BacklogResult>) => `${na(medianOrNaN(xs.map(serverCpuPerJob)))} [${na(medianOrNaN(xs.map(databaseCpuPerJob)))}]`
+        rows.push({ scenario: "1 keyless", system: `${version.label}, no addon`, metric: "jobs/s; CPU ms/job; server CPU ms/job [own database's backends]", value: `${fmt(median(w.map(jps)))}; ${fmt(median(w.map(cpuPerJob)))}; ${serverOf(w)}` })
         rows.push({
           scenario: "1 keyless",
           system: `${version.label}, addon registered`,
-          metric: "jobs/s; CPU ms/job",
-          value: `${fmt(median(a.map(jps)))}; ${fmt(median(a.map(cpuPerJob)))}`,
+          metric: "jobs/s; CPU ms/job; server CPU ms/job [own database's backends]",
+          value: `${fmt(median(a.map(jps)))}; ${fmt(median(a.map(cpuPerJob)))}; ${serverOf(a)}`,
           ratio: `${fmt(timeRatio, 4)}× time, ${fmt(cpuRatio, 4)}× CPU`,
           ...(current ? { goal: "≤ 1.02", met: timeRatio <= 1.02 } : {})
         })
@@ -215,7 +285,7 @@ const runOn = async (kind: "fast" | "durable") => {
         withFreshDatabase(server.url, (url) =>
           systems[s]!(url, { jobs, keyOf: () => undefined, limit: 1, workers: 8, handlerMs: 0, capMs: 60_000, pollMs: 100 })
         ).then((r) => {
-          log(`   ${label(s)}: ${r.completed} in ${(r.elapsedMs / 1000).toFixed(1)} s = ${fmt(jps(r))} jobs/s, CPU ms/job ${fmt(r.cpuMs! / Math.max(1, r.completed))}, statements/job ${fmt(r.db.statements / Math.max(1, r.succeeded))}, xact/job ${fmt(r.db.xactCommit / Math.max(1, r.succeeded))}, ins+upd/job ${fmt((r.db.tupIns + r.db.tupUpd) / Math.max(1, r.succeeded))}`)
+          log(`   ${label(s)}: ${r.completed} in ${(r.elapsedMs / 1000).toFixed(1)} s = ${fmt(jps(r))} jobs/s, CPU ms/job ${fmt(r.cpuMs! / Math.max(1, r.completed))}, server CPU ms/job ${na(serverCpuPerJob(r))} (own database's backends ${na(databaseCpuPerJob(r))}), statements/job ${fmt(r.db.statements / Math.max(1, r.succeeded))}, xact/job ${fmt(r.db.xactCommit / Math.max(1, r.succeeded))}, ins+upd/job ${fmt((r.db.tupIns + r.db.tupUpd) / Math.max(1, r.succeeded))}`)
           return r
         })
       )
@@ -248,6 +318,7 @@ const runOn = async (kind: "fast" | "durable") => {
             : {})
         })
       }
+      costOf(`9 keyless, ${jobs.toLocaleString("en-US")} jobs, 8 lanes`, res, { ours: "warp-effect", peers: names.filter((s) => !s.startsWith("warp-effect") && s !== before?.label), label })
       panels.push(
         {
           title: `9. Keyless: ${jobs.toLocaleString("en-US")} no-op jobs, 8 workers, every system${OWN_PROCESS ? " (each run in its own process)" : ""}`,
@@ -274,7 +345,7 @@ const runOn = async (kind: "fast" | "durable") => {
           withFreshDatabase(server.url, (url) =>
             contendedSystems[s](url, { jobs, keyOf: () => "k", limit, workers: 8, handlerMs: 0, capMs: 6_000, pollMs: 100 })
           ).then((r) => {
-            log(`   ${s}: ${r.completed} in ${(r.elapsedMs / 1000).toFixed(1)} s = ${fmt(jps(r))} jobs/s, requeues ${r.requeues}, max holders ${r.maxHolders}`)
+            log(`   ${s}: ${r.completed} in ${(r.elapsedMs / 1000).toFixed(1)} s = ${fmt(jps(r))} jobs/s, requeues ${r.requeues}, max holders ${r.maxHolders}, ${costLog(r)}`)
             if (r.maxHolders > limit) throw new Error(`${s} ran ${r.maxHolders} jobs of one key at once (limit ${limit})`)
             return r
           })
@@ -297,6 +368,7 @@ const runOn = async (kind: "fast" | "durable") => {
           })
         }
         goals.push({ goal: `2. contended Wait, limit ${limit}: ≥ ${goal}× best peer`, measured: `${fmt(ratio)}×`, met: ratio >= goal })
+        costOf(`2 contended, limit ${limit}`, res, { ours: "warp-effect", peers })
         panels.push({
           title: `2. Contended: ${jobs.toLocaleString("en-US")} jobs on one key, limit ${limit}, 8 workers`,
           unit: "jobs/s",
@@ -305,43 +377,47 @@ const runOn = async (kind: "fast" | "durable") => {
       }
     }
 
-    // 3. many keys
+    // 3. many keys: 300 and 1,000 keys (the issue's goals: ≥ 1× the best peer at both), the job count scaled
     if (enabled("3")) {
       const jobs = scaled(20_000)
-      const keys = scaled(1_000)
-      const random = rng(42)
-      const keyOfJob = Array.from({ length: jobs }, () => `k${Math.floor(random() * keys)}`)
-      log(`3. many keys: ${jobs} jobs over ${keys} keys, limit 1 Wait`)
-      const res = await alternate(Object.keys(manyKeysSystems) as Array<ManyKeysName>, (s) =>
-        withFreshDatabase(server.url, (url) =>
-          manyKeysSystems[s](url, { jobs, keyOf: (i) => keyOfJob[i], limit: 1, workers: 8, handlerMs: 0, capMs: 12_000, pollMs: 100 })
-        ).then((r) => {
-          log(`   ${s}: ${r.completed} in ${(r.elapsedMs / 1000).toFixed(1)} s = ${fmt(jps(r))} jobs/s, requeues ${r.requeues}`)
-          if (r.maxHolders > 1) throw new Error(`${s} ran ${r.maxHolders} jobs of one key at once`)
-          return r
-        })
-      )
-      raw["3"] = Object.fromEntries(res)
-      const med = (s: ManyKeysName) => median(res.get(s)!.map(jps))
-      const ratio = med("warp-effect") / Math.max(med("graphile-worker"), med("pg-boss"))
-      for (const s of Object.keys(manyKeysSystems) as Array<ManyKeysName>) {
-        rows.push({
-          scenario: "3 many keys",
-          system: s,
-          metric: "jobs/s",
-          value: fmt(med(s)),
-          ...(s === "warp-effect, lock-delay off"
-            ? { ratio: `lock-delay on / off: ${fmt(med("warp-effect") / med(s))}×` }
-            : s === "warp-effect"
-            ? { ratio: `${fmt(ratio)}× best peer; ${fmt(median(res.get(s)!.map((r) => r.requeues / Math.max(1, r.succeeded))))} requeues/job` }
-            : {})
+      for (const keys of [300, 1_000]) {
+        const random = rng(42)
+        const keyOfJob = Array.from({ length: jobs }, () => `k${Math.floor(random() * keys)}`)
+        log(`3. many keys: ${jobs} jobs over ${keys} keys, limit 1 Wait`)
+        const res = await alternate(Object.keys(manyKeysSystems) as Array<ManyKeysName>, (s) =>
+          withFreshDatabase(server.url, (url) =>
+            manyKeysSystems[s](url, { jobs, keyOf: (i) => keyOfJob[i], limit: 1, workers: 8, handlerMs: 0, capMs: 12_000, pollMs: 100 })
+          ).then((r) => {
+            log(`   ${s}: ${r.completed} in ${(r.elapsedMs / 1000).toFixed(1)} s = ${fmt(jps(r))} jobs/s, requeues ${r.requeues}, ${costLog(r)}`)
+            if (r.maxHolders > 1) throw new Error(`${s} ran ${r.maxHolders} jobs of one key at once`)
+            return r
+          })
+        )
+        raw[`3.keys${keys}`] = Object.fromEntries(res)
+        const med = (s: ManyKeysName) => median(res.get(s)!.map(jps))
+        const ratio = med("warp-effect") / Math.max(med("graphile-worker"), med("pg-boss"))
+        const scenario = `3 many keys, ${keys.toLocaleString("en-US")} keys`
+        for (const s of Object.keys(manyKeysSystems) as Array<ManyKeysName>) {
+          rows.push({
+            scenario,
+            system: s,
+            metric: "jobs/s",
+            value: fmt(med(s)),
+            ...(s === "warp-effect, lock-delay off"
+              ? { ratio: `lock-delay on / off: ${fmt(med("warp-effect") / med(s))}×` }
+              : s === "warp-effect"
+              ? { ratio: `${fmt(ratio)}× best peer; ${fmt(median(res.get(s)!.map((r) => r.requeues / Math.max(1, r.succeeded))))} requeues/job`, goal: "≥ 1", met: ratio >= 1 }
+              : {})
+          })
+        }
+        goals.push({ goal: `3. many keys, ${jobs} jobs over ${keys} keys, limit 1: ≥ 1× best peer`, measured: `${fmt(ratio)}×`, met: ratio >= 1 })
+        costOf(scenario, res, { ours: "warp-effect", peers })
+        panels.push({
+          title: `3. Many keys: ${jobs.toLocaleString("en-US")} jobs over ${keys.toLocaleString("en-US")} keys, limit 1`,
+          unit: "jobs/s",
+          bars: (Object.keys(manyKeysSystems) as Array<ManyKeysName>).map((s) => ({ label: s, value: med(s), note: fmt(med(s)), ours: s.startsWith("warp-effect") }))
         })
       }
-      panels.push({
-        title: `3. Many keys: ${jobs.toLocaleString("en-US")} jobs over ${keys.toLocaleString("en-US")} keys, limit 1`,
-        unit: "jobs/s",
-        bars: (Object.keys(manyKeysSystems) as Array<ManyKeysName>).map((s) => ({ label: s, value: med(s), note: fmt(med(s)), ours: s.startsWith("warp-effect") }))
-      })
     }
 
     // 4. dedupe Skip
@@ -747,6 +823,140 @@ const runOn = async (kind: "fast" | "durable") => {
       raw["12"] = out
       panels.push({ title: "12. Slot unusable after its holder's SIGKILL (ms, median)", unit: "ms", better: "lower", bars })
     }
+
+    // 13. pickup latency (issue 40, item 5): enqueue → handler start on an idle worker, every system; and
+    // how soon a Wait job starts after its key's slot frees (the peers' nearest equivalents)
+    if (enabled("13")) {
+      const warmup = 3
+      const samples = Math.max(20, scaled(200))
+      const handoffs = Math.max(10, scaled(100))
+      const random = rng(13)
+      // the gaps spread the enqueues over more than the slowest poller's cycle (pg-boss: 0.5 s)
+      const pickupSpec: PickupSpec = { workers: 8, warmup, timeoutMs: 5_000, gaps: Array.from({ length: warmup + samples }, () => 50 + Math.round(random() * 550)) }
+      const handoffSpec: HandoffSpec = {
+        workers: 8,
+        warmup,
+        timeoutMs: 5_000,
+        gaps: Array.from({ length: warmup + handoffs }, () => 50 + Math.round(random() * 200)),
+        holds: Array.from({ length: warmup + handoffs }, () => 200 + Math.round(random() * 500))
+      }
+      const parts = [
+        {
+          part: "pickup",
+          what: `enqueue return → handler start on an idle worker, ${samples} samples a round`,
+          spec: pickupSpec,
+          systems: {
+            "warp-effect": warp.pickup,
+            "graphile-worker": graphile.pickup,
+            "pg-boss": pgboss.pickup,
+            [effectqueue.name]: effectqueue.pickup
+          } as Record<string, (url: string, spec: PickupSpec) => Promise<PickupResult>>
+        },
+        {
+          part: "handoff",
+          what: `a Wait job's start after its key's slot frees (limit 1), ${handoffs} samples a round`,
+          spec: handoffSpec,
+          systems: {
+            "warp-effect (Semaphore(k, 1) Wait)": warp.handoff,
+            "graphile-worker (queue_name: next job of a serial queue)": graphile.handoff,
+            "pg-boss (group, groupConcurrency 1)": pgboss.handoff
+          } as Record<string, (url: string, spec: HandoffSpec) => Promise<PickupResult>>
+        }
+      ] as const
+      const out: Record<string, unknown> = { warmup, pickupSpec, handoffSpec }
+      for (const { part, what, spec, systems } of parts) {
+        log(`13 ${part}: ${what}, 8 lanes`)
+        const names = Object.keys(systems)
+        const res = await alternate(names, (s) =>
+          withFreshDatabase(server.url, (url) => (systems as Record<string, (url: string, spec: PickupSpec | HandoffSpec) => Promise<PickupResult>>)[s]!(url, spec)).then((r) => {
+            log(`   ${s}: p50 ${fmt(median(r.samples))} ms, p90 ${fmt(percentile(r.samples, 90))}, p99 ${fmt(percentile(r.samples, 99))}, max ${fmt(Math.max(...r.samples))}${r.timeouts > 0 ? `, ${r.timeouts} timeouts` : ""}`)
+            return r
+          })
+        )
+        const pooled = (s: string) => res.get(s)!.flatMap((r) => r.samples)
+        const stat = (s: string) => {
+          const xs = pooled(s)
+          return { n: xs.length, p50: median(xs), p90: percentile(xs, 90), p99: percentile(xs, 99), max: Math.max(...xs), timeouts: res.get(s)!.reduce((a, r) => a + r.timeouts, 0), roundP50: res.get(s)!.map((r) => median(r.samples)) }
+        }
+        const stats = Object.fromEntries(names.map((s) => [s, stat(s)]))
+        out[part] = { stats, rounds: Object.fromEntries(res) }
+        const ours = names.find((s) => s.startsWith("warp-effect"))!
+        const best = Math.min(...names.filter((s) => s !== ours).map((s) => stats[s]!.p50))
+        const scenario = part === "pickup" ? "13 pickup on an idle worker" : "13 Wait job after its key frees"
+        for (const s of names) {
+          const x = stats[s]!
+          rows.push({
+            scenario,
+            system: s,
+            metric: part === "pickup" ? "ms enqueue return → handler start: p50 / p90 / p99 (samples; timeouts)" : "ms key freed → Wait job's handler start: p50 / p90 / p99 (samples; timeouts)",
+            value: `${fmt(x.p50)} / ${fmt(x.p90)} / ${fmt(x.p99)} (${x.n}; ${x.timeouts})`,
+            ...(s === ours ? { ratio: `${fmt(x.p50 / best)}× best peer's p50` } : {})
+          })
+        }
+        panels.push({
+          title: part === "pickup" ? "13. Pickup: enqueue return → handler start on an idle worker" : "13. A Wait job's start after its key's slot frees (limit 1)",
+          unit: "ms, p50 (p99 in the note)",
+          better: "lower",
+          bars: names.map((s) => ({ label: s, value: stats[s]!.p50, note: `${fmt(stats[s]!.p50)} ms (p99 ${fmt(stats[s]!.p99)})`, ours: s === ours }))
+        })
+      }
+      raw["13"] = out
+    }
+
+    // 14. a total cap's workload (issue 40, item 1): 40 keys, Semaphore(key, 2) Wait with a total cap of 4
+    // over all of them, 5 ms handlers, one worker of 8 lanes, against the same jobs keyless on 4 lanes
+    if (enabled("14")) {
+      const jobs = scaled(2_000)
+      const keys = 40
+      const cap = 4
+      const perKey = 2
+      const handlerMs = 5
+      const random = rng(14)
+      const keyOfJob = Array.from({ length: jobs }, () => `k${Math.floor(random() * keys)}`)
+      const keyed: BacklogSpec = { jobs, keyOf: (i) => keyOfJob[i], limit: perKey, workers: 8, handlerMs, capMs: 120_000, pollMs: 100 }
+      const keyless: BacklogSpec = { jobs, keyOf: () => undefined, limit: 1, workers: cap, handlerMs, capMs: 120_000, pollMs: 100 }
+      // per system: the capped run and its keyless baseline. The peers have no total cap over keys: their
+      // nearest equivalent is the worker's own concurrency of 4 (a cap per process, which is the same
+      // thing only while one worker process runs), with their per-key limit of 2
+      const variants: Record<string, { readonly system: string; readonly capped: boolean; readonly run: (url: string) => Promise<BacklogResult> }> = {
+        [`warp-effect, Semaphore(key, ${perKey}) Wait + total cap ${cap}, 8 lanes`]: { system: "warp-effect", capped: true, run: (url) => warp.backlog(url, { ...keyed, total: cap }) },
+        [`warp-effect, keyless, ${cap} lanes`]: { system: "warp-effect", capped: false, run: (url) => warp.backlog(url, keyless) },
+        [`graphile-worker, ${perKey} queues per key, concurrency ${cap}`]: { system: "graphile-worker", capped: true, run: (url) => graphile.backlog(url, { ...keyed, workers: cap }) },
+        [`graphile-worker, keyless, concurrency ${cap}`]: { system: "graphile-worker", capped: false, run: (url) => graphile.backlog(url, keyless) },
+        [`pg-boss, group + groupConcurrency ${perKey}, localConcurrency ${cap}`]: { system: "pg-boss", capped: true, run: (url) => pgboss.backlog(url, { ...keyed, workers: cap }) },
+        [`pg-boss, keyless, localConcurrency ${cap}`]: { system: "pg-boss", capped: false, run: (url) => pgboss.backlog(url, keyless) }
+      }
+      const names = Object.keys(variants)
+      log(`14. total cap: ${jobs} jobs over ${keys} keys, Semaphore(key, ${perKey}) Wait, total ${cap}, ${handlerMs} ms handlers, 8 lanes; vs keyless on ${cap} lanes`)
+      const res = await alternate(names, (v) =>
+        withFreshDatabase(server.url, (url) => variants[v]!.run(url)).then((r) => {
+          log(`   ${v}: ${r.completed} in ${(r.elapsedMs / 1000).toFixed(1)} s = ${fmt(jps(r))} jobs/s, requeues ${r.requeues}, max of one key ${r.maxHolders}, max of all ${r.maxLive}, ${costLog(r)}`)
+          if (variants[v]!.capped && r.maxHolders > perKey) throw new Error(`${v} ran ${r.maxHolders} jobs of one key at once (limit ${perKey})`)
+          if (variants[v]!.capped && (r.maxLive ?? Infinity) > cap) throw new Error(`${v} ran ${r.maxLive} keyed jobs at once (cap ${cap})`)
+          if (r.completed < jobs) throw new Error(`${v} completed ${r.completed} of ${jobs} jobs within the cap`)
+          return r
+        })
+      )
+      raw["14"] = { jobs, keys, perKey, cap, handlerMs, runs: Object.fromEntries(res) }
+      const rate = (v: string) => median(res.get(v)!.map(jps))
+      const bars: Array<Panel["bars"][number]> = []
+      for (const v of names) {
+        const { system, capped } = variants[v]!
+        const rs = res.get(v)!
+        const base = names.find((w) => variants[w]!.system === system && !variants[w]!.capped)!
+        // capped / keyless, paired by round (the order flips every round)
+        const paired = median(rs.map((r, i) => jps(r) / jps(res.get(base)![i]!)))
+        rows.push({
+          scenario: `14 total cap ${cap} over ${keys} keys vs keyless on ${cap} lanes`,
+          system: v,
+          metric: "jobs/s; requeues/job; CPU ms/job: server [own database's backends]; worker",
+          value: `${fmt(rate(v))}; ${system === "warp-effect" && capped ? fmt(median(rs.map((r) => r.requeues / Math.max(1, r.succeeded)))) : "n/a"}; ${na(medianOrNaN(rs.map(serverCpuPerJob)))} [${na(medianOrNaN(rs.map(databaseCpuPerJob)))}]; ${na(medianOrNaN(rs.map(workerCpuPerJob)))}`,
+          ...(capped ? { ratio: `${fmt(paired)}× its keyless run (paired by round)` } : {})
+        })
+        bars.push({ label: v, value: rate(v), note: capped ? `${fmt(rate(v))} (${fmt(paired)}× keyless)` : fmt(rate(v)), ours: system === "warp-effect" })
+      }
+      panels.push({ title: `14. A total cap of ${cap} over ${keys} keys (limit ${perKey} each, ${handlerMs} ms handlers) vs keyless on ${cap} lanes`, unit: "jobs/s", bars })
+    }
   } finally {
     await server.stop()
   }
@@ -757,7 +967,7 @@ const runOn = async (kind: "fast" | "durable") => {
   const pass = { ...raw }
   for (const k of Object.keys(raw)) delete raw[k]
   Object.assign(raw, rawBefore, { [kind]: pass })
-  return { kind, postgres: pgVersion, server: server.description }
+  return { kind, postgres: pgVersion, server: server.description, serverCpu: serverCpuNote }
 }
 
 const main = async () => {
@@ -779,7 +989,7 @@ const main = async () => {
     before = { commit, tree, label: `warp-effect ${v.project} (effect ${v.effect})`, project: v.project, effect: v.effect }
     log(`before tree: ${tree} (${before.label}); current: ${oursLabel}; scenarios 1 and 9 run each system in its own process (${process.execPath}, ${process.version})`)
   }
-  const servers: Array<{ kind: string; postgres: string; server: string }> = []
+  const servers: Array<{ kind: string; postgres: string; server: string; serverCpu: string }> = []
   /**
    * Writes what the run has measured so far: after each server's pass (marked `partial` until the
    * last), so a run that stops in a later scenario keeps the figures of the passes it finished.

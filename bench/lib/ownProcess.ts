@@ -70,7 +70,8 @@ export const inOwnProcess =
         }
         const r = JSON.parse(line)
         // JSON has no NaN (the statements of a server without pg_stat_statements)
-        resolve({ ...r, db: { ...r.db, statements: r.db.statements ?? Number.NaN } })
+        // (nor for a server CPU time this machine cannot read: null, or absent from a before tree's result)
+        resolve({ ...r, serverCpuMs: r.serverCpuMs ?? Number.NaN, databaseCpuMs: r.databaseCpuMs ?? Number.NaN, serverCpuInsertMs: r.serverCpuInsertMs ?? Number.NaN, db: { ...r.db, statements: r.db.statements ?? Number.NaN } })
       })
     })
   }

@@ -55,6 +55,18 @@ export interface BacklogResult {
   readonly succeeded: number
   /** CPU time of the process running the worker over the window, ms (every system's backlog run). */
   readonly cpuMs?: number
+  /**
+   * CPU time of the PostgreSQL server over the same window, ms: the postmaster and every process below
+   * it, exited backends included (`lib/serverCpu.ts`); NaN where this machine's `/proc` cannot see it.
+   */
+  readonly serverCpuMs?: number
+  /**
+   * CPU time of the backends of the run's own database over the window, ms (polled from /proc every
+   * 50 ms; without the server's background processes and without other clients of a shared server).
+   */
+  readonly databaseCpuMs?: number
+  /** The server's CPU time while the backlog was written (before the window), ms; NaN as above. */
+  readonly serverCpuInsertMs?: number
   /** Server counters over the processing window (workers started .. workers stopped). */
   readonly db: DbCounters
   /** The key of every completion, in completion order. */
@@ -191,4 +203,120 @@ export class ClaimTimer {
   get done() {
     return this.samples.length >= this.claims
   }
+}
+
+/**
+ * Pickup latency on an idle worker (scenario 13): one worker of `workers` lanes with nothing to do;
+ * before sample k the bench waits `gaps[k]` ms (seeded, spread over more than one poll interval, so
+ * that the enqueue lands at a random point of a poller's cycle), then enqueues one no-op job and
+ * waits for its handler to start. A sample is the time from the enqueue's return to the handler's
+ * start (and, kept beside it, from the enqueue's call). The first `warmup` samples are dropped.
+ */
+export interface PickupSpec {
+  readonly workers: number
+  readonly gaps: ReadonlyArray<number>
+  readonly warmup: number
+  /** A sample whose handler has not started after this long counts as this long (and as a timeout). */
+  readonly timeoutMs: number
+}
+
+/**
+ * How soon a Wait job starts after its key's slot frees (scenario 13's second part): per sample, job A
+ * of key `k` (limit 1) starts and holds the key for `holds[k]` ms; job B of the same key is enqueued
+ * once A has started (so B meets the key held); the sample is the time from A's handler returning to
+ * B's handler starting. Then `gaps[k]` ms of quiet before the next sample.
+ */
+export interface HandoffSpec extends PickupSpec {
+  readonly holds: ReadonlyArray<number>
+}
+
+/** What a pickup or handoff run measured: ms per sample (after the warm-up) and the timeouts among them. */
+export interface PickupResult {
+  readonly samples: ReadonlyArray<number>
+  /** Pickup only: ms from the enqueue's call (not its return) to the handler's start. */
+  readonly fromCall?: ReadonlyArray<number>
+  readonly timeouts: number
+}
+
+/** Handler starts (and ends) by job number, awaited by the bench; a start may come before it is awaited. */
+export class Signals {
+  private readonly waiting = new Map<string, (at: number) => void>()
+  private readonly early = new Map<string, number>()
+  /** Marks `what` (e.g. `start:3`) now. */
+  mark(what: string) {
+    const at = performance.now()
+    const w = this.waiting.get(what)
+    if (w === undefined) this.early.set(what, at)
+    else {
+      this.waiting.delete(what)
+      w(at)
+    }
+  }
+  /** When `what` was (or will be) marked; `undefined` after `timeoutMs`. */
+  when(what: string, timeoutMs: number): Promise<number | undefined> {
+    const at = this.early.get(what)
+    if (at !== undefined) {
+      this.early.delete(what)
+      return Promise.resolve(at)
+    }
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => {
+        this.waiting.delete(what)
+        resolve(undefined)
+      }, timeoutMs)
+      this.waiting.set(what, (t) => {
+        clearTimeout(timer)
+        resolve(t)
+      })
+    })
+  }
+}
+
+/**
+ * The bench's side of a pickup run: `enqueue(k)` enqueues job k and resolves when the enqueue
+ * returns; `signals` is marked `start:k` by the handler.
+ */
+export const measurePickups = async (spec: PickupSpec, signals: Signals, enqueue: (k: number) => Promise<unknown>): Promise<PickupResult> => {
+  const samples: Array<number> = []
+  const fromCall: Array<number> = []
+  let timeouts = 0
+  for (let k = 0; k < spec.gaps.length; k++) {
+    await sleep(spec.gaps[k]!)
+    const started = signals.when(`start:${k}`, spec.timeoutMs)
+    const called = performance.now()
+    await enqueue(k)
+    const returned = performance.now()
+    const at = await started
+    if (k < spec.warmup) continue
+    if (at === undefined) timeouts++
+    samples.push(at === undefined ? spec.timeoutMs : at - returned)
+    fromCall.push(at === undefined ? spec.timeoutMs : at - called)
+  }
+  return { samples, fromCall, timeouts }
+}
+
+/**
+ * The bench's side of a handoff run: `enqueue(k, role)` enqueues job A or B of sample k (key `k`,
+ * limit 1); the handlers mark `start:A:k`, `end:A:k` (A's handler returning, after its hold) and
+ * `start:B:k`. B is enqueued once A has started.
+ */
+export const measureHandoffs = async (spec: HandoffSpec, signals: Signals, enqueue: (k: number, role: "A" | "B") => Promise<unknown>): Promise<PickupResult> => {
+  const samples: Array<number> = []
+  let timeouts = 0
+  for (let k = 0; k < spec.gaps.length; k++) {
+    await sleep(spec.gaps[k]!)
+    const aStarted = signals.when(`start:A:${k}`, spec.timeoutMs)
+    const aEnded = signals.when(`end:A:${k}`, spec.timeoutMs + spec.holds[k]!)
+    const bStarted = signals.when(`start:B:${k}`, 2 * spec.timeoutMs + spec.holds[k]!)
+    await enqueue(k, "A")
+    if ((await aStarted) === undefined) throw new Error(`job A of sample ${k} did not start within ${spec.timeoutMs} ms`)
+    await enqueue(k, "B")
+    const freed = await aEnded
+    const at = await bStarted
+    if (freed === undefined) throw new Error(`job A of sample ${k} did not end`)
+    if (k < spec.warmup) continue
+    if (at === undefined) timeouts++
+    samples.push(at === undefined ? spec.timeoutMs : at - freed)
+  }
+  return { samples, timeouts }
 }

@@ -22,7 +22,8 @@ import * as Redacted from "effect/Redacted"
 import * as Schema from "effect/Schema"
 import * as SqlClient from "effect/sql/SqlClient"
 import { diffCounters, readCounters, withClient } from "../lib/server.js"
-import { type BacklogResult, type BacklogSpec, Holders, waitUntil } from "./common.js"
+import { cpuWindow, databaseOf, serverCpu } from "../lib/serverCpu.js"
+import { type BacklogResult, type BacklogSpec, Holders, measurePickups, type PickupResult, type PickupSpec, Signals, waitUntil } from "./common.js"
 
 export const name = "effect PersistedQueue (SQL store)"
 
@@ -66,17 +67,22 @@ export const backlog = async (url: string, spec: BacklogSpec): Promise<BacklogRe
     if (spec.keyOf(i) !== undefined) throw new Error(`${name} has no concurrency keys: it runs the keyless scenario only`)
   }
   const holders = new Holders()
+  const server = await serverCpu(url)
+  const inserting = cpuWindow(server)
   // the store makes its table and indexes when its layer is built
   await Effect.runPromise(insertBacklog(spec.jobs).pipe(Effect.provide(layer(url, 4, spec.pollMs))))
+  const serverCpuInsertMs = inserting.end().serverCpuMs
   const before = await readCounters(url)
   let elapsedMs = 0
   let cpuMs = 0
+  let serverCpuMs = 0
+  let databaseCpuMs = 0
   await Effect.runPromise(
     Effect.scoped(
       Effect.gen(function* () {
         const queue = yield* PersistedQueue.make({ name: QUEUE, schema: Payload })
         const t0 = performance.now()
-        const cpu0 = process.cpuUsage()
+        const window = cpuWindow(server, databaseOf(url))
         const lane = queue
           .take(() =>
             Effect.acquireUseRelease(
@@ -88,13 +94,35 @@ export const backlog = async (url: string, spec: BacklogSpec): Promise<BacklogRe
           .pipe(Effect.forever)
         const lanes = yield* Effect.forEach(Array.from({ length: spec.workers }), () => Effect.forkChild(lane))
         elapsedMs = yield* Effect.promise(() => waitUntil(() => holders.completed >= spec.jobs, spec.capMs, t0))
-        const cpu = process.cpuUsage(cpu0)
-        cpuMs = (cpu.user + cpu.system) / 1000
+        ;({ cpuMs, serverCpuMs, databaseCpuMs } = window.end())
         yield* Fiber.interruptAll(lanes)
       })
     ).pipe(Effect.provide(layer(url, spec.workers + 2, spec.pollMs)))
   )
   const after = await readCounters(url)
   const succeeded = await withClient(url, async (c) => Number((await c.query(`SELECT count(*)::int AS n FROM effect_queue WHERE state = 'completed'`)).rows[0].n))
-  return { completed: holders.completed, elapsedMs, maxHolders: holders.max, requeues: 0, succeeded, cpuMs, db: diffCounters(before, after) }
+  return { completed: holders.completed, elapsedMs, maxHolders: holders.max, requeues: 0, succeeded, cpuMs, serverCpuMs, databaseCpuMs, serverCpuInsertMs, db: diffCounters(before, after) }
+}
+
+/**
+ * Pickup latency on idle lanes (scenario 13): `workers` fibers each `take` in a loop, the store polling
+ * every 100 ms as in the backlog runs (its default is 1 s), idle for 500 ms; an element is `offer`ed to
+ * its taker's start. It has no keys: the handoff part is n/a.
+ */
+export const pickup = async (url: string, spec: PickupSpec): Promise<PickupResult> => {
+  const signals = new Signals()
+  const PickupPayload = Schema.Struct({ k: Schema.Number })
+  return Effect.runPromise(
+    Effect.scoped(
+      Effect.gen(function* () {
+        const queue = yield* PersistedQueue.make({ name: QUEUE, schema: PickupPayload })
+        const lane = queue.take(({ k }) => Effect.sync(() => signals.mark(`start:${k}`))).pipe(Effect.forever)
+        const lanes = yield* Effect.forEach(Array.from({ length: spec.workers }), () => Effect.forkChild(lane))
+        yield* Effect.sleep("500 millis")
+        const result = yield* Effect.promise(() => measurePickups(spec, signals, (k) => Effect.runPromise(queue.offer({ k }))))
+        yield* Fiber.interruptAll(lanes)
+        return result
+      })
+    ).pipe(Effect.provide(layer(url, spec.workers + 2, 100)))
+  )
 }

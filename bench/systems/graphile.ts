@@ -2,7 +2,27 @@
 import { Logger, makeWorkerUtils, run } from "graphile-worker"
 import pg from "pg"
 import { diffCounters, readCounters, withClient } from "../lib/server.js"
-import { type BacklogResult, type BacklogSpec, type ClaimBlock, type ClaimRig, type ClaimSpec, ClaimTimer, Holders, type ProducerResult, type ProducerSpec, shares, waitUntil } from "./common.js"
+import { cpuWindow, databaseOf, serverCpu } from "../lib/serverCpu.js"
+import {
+  type BacklogResult,
+  type BacklogSpec,
+  type ClaimBlock,
+  type ClaimRig,
+  type ClaimSpec,
+  ClaimTimer,
+  type HandoffSpec,
+  Holders,
+  measureHandoffs,
+  measurePickups,
+  type PickupResult,
+  type PickupSpec,
+  type ProducerResult,
+  type ProducerSpec,
+  shares,
+  Signals,
+  sleep,
+  waitUntil
+} from "./common.js"
 
 export const name = "graphile-worker"
 
@@ -18,6 +38,8 @@ const queueOf = (spec: BacklogSpec, i: number): string | undefined => {
 }
 
 export const backlog = async (url: string, spec: BacklogSpec): Promise<BacklogResult> => {
+  const server = await serverCpu(url)
+  const inserting = cpuWindow(server)
   const utils = await makeWorkerUtils({ connectionString: url, logger: silent })
   await utils.migrate()
   for (let start = 0; start < spec.jobs; start += 2000) {
@@ -29,11 +51,12 @@ export const backlog = async (url: string, spec: BacklogSpec): Promise<BacklogRe
     await utils.addJobs(specs)
   }
   await utils.release()
+  const serverCpuInsertMs = inserting.end().serverCpuMs
   const before = await readCounters(url)
   const holders = new Holders()
   const t0 = performance.now()
-  // CPU time of this (the worker's) process over the window, as systems/warp.ts measures it
-  const cpu0 = process.cpuUsage()
+  // CPU time of this (the worker's) process and of the server over the window, as systems/warp.ts measures them
+  const window = cpuWindow(server, databaseOf(url))
   const runner = await run({
     connectionString: url,
     concurrency: spec.workers,
@@ -50,13 +73,12 @@ export const backlog = async (url: string, spec: BacklogSpec): Promise<BacklogRe
     }
   })
   const elapsedMs = await waitUntil(() => holders.completed >= spec.jobs, spec.capMs, t0)
-  const cpu = process.cpuUsage(cpu0)
-  const cpuMs = (cpu.user + cpu.system) / 1000
+  const { cpuMs, serverCpuMs, databaseCpuMs } = window.end()
   await runner.stop()
   const after = await readCounters(url)
   // completed jobs are deleted by graphile-worker
   const left = await withClient(url, async (c) => Number((await c.query(`SELECT count(*)::int AS n FROM graphile_worker.jobs`)).rows[0].n))
-  return { completed: holders.completed, elapsedMs, maxHolders: holders.max, requeues: 0, succeeded: spec.jobs - left, cpuMs, db: diffCounters(before, after), order: holders.order, maxLive: holders.maxLive }
+  return { completed: holders.completed, elapsedMs, maxHolders: holders.max, requeues: 0, succeeded: spec.jobs - left, cpuMs, serverCpuMs, databaseCpuMs, serverCpuInsertMs, db: diffCounters(before, after), order: holders.order, maxLive: holders.maxLive }
 }
 
 /** Producers: `addJob` one at a time from `spec.producers` callers, or `addJobs` calls of `spec.batch` jobs. */
@@ -149,4 +171,54 @@ export const claimLatency = async (url: string, spec: ClaimSpec): Promise<ClaimR
     return { samples: timer.samples, empty: timer.empty, completed: holders.completed, maxHolders: holders.max }
   }
   return { insertSeconds, waiting, block }
+}
+
+/**
+ * Scenario 13 on graphile-worker: a runner as in the backlog runs (`concurrency`, `pollInterval: 100`;
+ * it also LISTENs for the NOTIFY its `add_job` sends, so a new job wakes it at once), idle for 500 ms;
+ * jobs are added with `WorkerUtils.addJob`. `use` runs while it is idle.
+ */
+const idleRunner = async <A>(url: string, workers: number, signals: Signals, use: (utils: Awaited<ReturnType<typeof makeWorkerUtils>>) => Promise<A>): Promise<A> => {
+  const utils = await makeWorkerUtils({ connectionString: url, logger: silent })
+  await utils.migrate()
+  const runner = await run({
+    connectionString: url,
+    concurrency: workers,
+    pollInterval: 100,
+    noHandleSignals: true,
+    logger: silent,
+    maxPoolSize: workers + 2,
+    taskList: {
+      pickup: async (payload: any) => {
+        const { k, role, holdMs } = payload as { k: number; role?: string; holdMs?: number }
+        signals.mark(role === undefined ? `start:${k}` : `start:${role}:${k}`)
+        if (holdMs !== undefined && holdMs > 0) await sleep(holdMs)
+        if (role !== undefined) signals.mark(`end:${role}:${k}`)
+      }
+    }
+  })
+  try {
+    await sleep(500)
+    return await use(utils)
+  } finally {
+    await runner.stop()
+    await utils.release()
+  }
+}
+
+/** Pickup latency on an idle runner: `addJob` of a job without a queue, to its task's start. */
+export const pickup = (url: string, spec: PickupSpec): Promise<PickupResult> => {
+  const signals = new Signals()
+  return idleRunner(url, spec.workers, signals, (utils) => measurePickups(spec, signals, (k) => utils.addJob("pickup", { k })))
+}
+
+/**
+ * A queued job's start after the job ahead of it in its queue completes: A and B with `queueName: "k"`
+ * (a serial queue: graphile-worker's limit 1; B waits, locked out, until A's completion unlocks the queue).
+ */
+export const handoff = (url: string, spec: HandoffSpec): Promise<PickupResult> => {
+  const signals = new Signals()
+  return idleRunner(url, spec.workers, signals, (utils) =>
+    measureHandoffs(spec, signals, (k, role) => utils.addJob("pickup", { k, role, ...(role === "A" ? { holdMs: spec.holds[k]! } : {}) }, { queueName: "k" }))
+  )
 }

@@ -6,6 +6,7 @@
  */
 import { PgBoss } from "pg-boss"
 import { diffCounters, readCounters, withClient } from "../lib/server.js"
+import { cpuWindow, databaseOf, serverCpu } from "../lib/serverCpu.js"
 import {
   type BacklogResult,
   type BacklogSpec,
@@ -14,7 +15,13 @@ import {
   type ClaimSpec,
   ClaimTimer,
   type DedupeSpec,
+  type HandoffSpec,
   Holders,
+  measureHandoffs,
+  measurePickups,
+  type PickupResult,
+  type PickupSpec,
+  Signals,
   type ProducerResult,
   type ProducerSpec,
   shares,
@@ -50,6 +57,8 @@ const workOptions = (spec: { workers: number; pollMs: number }) => ({
 })
 
 export const backlog = async (url: string, spec: BacklogSpec): Promise<BacklogResult> => {
+  const server = await serverCpu(url)
+  const inserting = cpuWindow(server)
   const setup = boss(url, 4)
   await setup.start()
   await setup.createQueue(QUEUE)
@@ -62,11 +71,12 @@ export const backlog = async (url: string, spec: BacklogSpec): Promise<BacklogRe
     await setup.insert(QUEUE, jobs)
   }
   await setup.stop({ graceful: true, close: true })
+  const serverCpuInsertMs = inserting.end().serverCpuMs
   const before = await readCounters(url)
   const holders = new Holders()
   const t0 = performance.now()
-  // CPU time of this (the worker's) process over the window, as systems/warp.ts measures it
-  const cpu0 = process.cpuUsage()
+  // CPU time of this (the worker's) process and of the server over the window, as systems/warp.ts measures them
+  const window = cpuWindow(server, databaseOf(url))
   const b = boss(url, spec.workers + 4)
   await b.start()
   await b.work(QUEUE, { ...workOptions(spec), ...(spec.keyOf(0) === undefined ? {} : { groupConcurrency: spec.limit }) }, async (jobs: any[]) => {
@@ -77,14 +87,13 @@ export const backlog = async (url: string, spec: BacklogSpec): Promise<BacklogRe
     }
   })
   const elapsedMs = await waitUntil(() => holders.completed >= spec.jobs, spec.capMs, t0)
-  const cpu = process.cpuUsage(cpu0)
-  const cpuMs = (cpu.user + cpu.system) / 1000
+  const { cpuMs, serverCpuMs, databaseCpuMs } = window.end()
   await b.stop({ graceful: true, close: true, timeout: 10_000 })
   // stop() resolves before its pool has closed everywhere; give it a moment
   await sleep(200)
   const after = await readCounters(url)
   const succeeded = await withClient(url, async (c) => Number((await c.query(`SELECT count(*)::int AS n FROM pgboss.job WHERE state = 'completed'`)).rows[0].n))
-  return { completed: holders.completed, elapsedMs, maxHolders: holders.max, requeues: 0, succeeded, cpuMs, db: diffCounters(before, after), order: holders.order, maxLive: holders.maxLive }
+  return { completed: holders.completed, elapsedMs, maxHolders: holders.max, requeues: 0, succeeded, cpuMs, serverCpuMs, databaseCpuMs, serverCpuInsertMs, db: diffCounters(before, after), order: holders.order, maxLive: holders.maxLive }
 }
 
 /** Dedupe: producers send `enqueues` jobs with `singletonKey` on an `exclusive` queue while workers run. */
@@ -216,4 +225,47 @@ export const claimLatency = async (url: string, spec: ClaimSpec): Promise<ClaimR
     return { samples: timer.samples, empty: timer.empty, completed: holders.completed, maxHolders: holders.max }
   }
   return { insertSeconds, waiting, block }
+}
+
+/**
+ * Scenario 13 on pg-boss: `work()` as in the backlog runs (`localConcurrency`, `batchSize: 1`, its
+ * shortest poll of 0.5 s, burst mode; queues without the opt-in `notify`), idle for 500 ms; jobs are
+ * sent with `send`. `use` runs while it is idle.
+ */
+const idleBoss = async <A>(url: string, workers: number, group: boolean, signals: Signals, use: (b: PgBoss) => Promise<A>): Promise<A> => {
+  const b = boss(url, workers + 4)
+  await b.start()
+  await b.createQueue(QUEUE)
+  await b.work(QUEUE, { ...workOptions({ workers, pollMs: 100 }), ...(group ? { groupConcurrency: 1 } : {}) }, async (jobs: any[]) => {
+    for (const job of jobs) {
+      const { k, role, holdMs } = job.data as { k: number; role?: string; holdMs?: number }
+      signals.mark(role === undefined ? `start:${k}` : `start:${role}:${k}`)
+      if (holdMs !== undefined && holdMs > 0) await sleep(holdMs)
+      if (role !== undefined) signals.mark(`end:${role}:${k}`)
+    }
+  })
+  try {
+    await sleep(500)
+    return await use(b)
+  } finally {
+    await b.stop({ graceful: true, close: true, timeout: 10_000 })
+    await sleep(200)
+  }
+}
+
+/** Pickup latency on an idle worker: `send` of a job without a group, to its handler's start. */
+export const pickup = (url: string, spec: PickupSpec): Promise<PickupResult> => {
+  const signals = new Signals()
+  return idleBoss(url, spec.workers, false, signals, (b) => measurePickups(spec, signals, (k) => b.send(QUEUE, { k })))
+}
+
+/**
+ * A grouped job's start after the active job of its group completes: A and B with `group: { id: "k" }`
+ * and `groupConcurrency: 1` on `work()` (B is skipped by every fetch while A is active).
+ */
+export const handoff = (url: string, spec: HandoffSpec): Promise<PickupResult> => {
+  const signals = new Signals()
+  return idleBoss(url, spec.workers, true, signals, (b) =>
+    measureHandoffs(spec, signals, (k, role) => b.send(QUEUE, { k, role, ...(role === "A" ? { holdMs: spec.holds[k]! } : {}) }, { group: { id: "k" } }))
+  )
 }

@@ -20,6 +20,7 @@ import * as SemaphoreProviderPg from "../../src/internal/semaphore/SemaphoreProv
 import { JobStore } from "../../src/internal/store/JobStore.js"
 import * as JobStorePg from "../../src/internal/store/JobStorePg.js"
 import { diffCounters, readCounters, withClient } from "../lib/server.js"
+import { cpuWindow, databaseOf, serverCpu } from "../lib/serverCpu.js"
 import {
   type BacklogResult,
   type BacklogSpec,
@@ -28,7 +29,13 @@ import {
   type ClaimSpec,
   ClaimTimer,
   type DedupeSpec,
+  type HandoffSpec,
   Holders,
+  measureHandoffs,
+  measurePickups,
+  type PickupResult,
+  type PickupSpec,
+  Signals,
   type ProducerResult,
   type ProducerSpec,
   shares,
@@ -136,19 +143,23 @@ export const backlog = async (url: string, spec: BacklogSpec): Promise<BacklogRe
   const holders = new Holders()
   const handlers = [handlerOf(holders, spec.handlerMs)]
   const pool = spec.workers * 2 + Math.max(4, spec.limit)
+  const server = await serverCpu(url)
+  const inserting = cpuWindow(server)
   await Effect.runPromise(insertBacklog(spec).pipe(Effect.provide(env(url, handlers, 4))))
+  const serverCpuInsertMs = inserting.end().serverCpuMs
   const before = await readCounters(url)
   let elapsedMs = 0
   let cpuMs = 0
+  let serverCpuMs = 0
+  let databaseCpuMs = 0
   await Effect.runPromise(
     Effect.scoped(
       Effect.gen(function* () {
         const t0 = performance.now()
-        const cpu0 = process.cpuUsage()
+        const window = cpuWindow(server, databaseOf(url))
         yield* Worker.make({ addons: addonsOf(addon), concurrency: spec.workers, pollInterval: spec.pollMs, ...(spec.slotReuse === true ? { slotReuse: {} } : {}) })
         elapsedMs = yield* Effect.promise(() => waitUntil(() => holders.completed >= spec.jobs, spec.capMs, t0))
-        const cpu = process.cpuUsage(cpu0)
-        cpuMs = (cpu.user + cpu.system) / 1000
+        ;({ cpuMs, serverCpuMs, databaseCpuMs } = window.end())
       })
     ).pipe(Effect.provide(env(url, handlers, pool, spec.lockDelay)))
   )
@@ -161,6 +172,9 @@ export const backlog = async (url: string, spec: BacklogSpec): Promise<BacklogRe
     requeues: counts.requeued,
     succeeded: counts.succeeded,
     cpuMs,
+    serverCpuMs,
+    databaseCpuMs,
+    serverCpuInsertMs,
     db: diffCounters(before, after),
     order: holders.order,
     maxLive: holders.maxLive
@@ -388,4 +402,54 @@ export const claimLatency = async (url: string, spec: ClaimSpec): Promise<ClaimR
     return { samples: timer.samples, empty: timer.empty, completed: holders.completed - completed, maxHolders: holders.max, byKind: timer.byKind }
   }
   return { insertSeconds, waiting, block }
+}
+
+/** Scenario 13's job: `k` is the sample; `role` A holds key `key` for `holdMs`, B is the Wait job behind it. */
+const PickupJob = Contract.job(
+  "PickupJob",
+  Schema.Struct({ k: Schema.Number, role: Schema.optional(Schema.String), key: Schema.optional(Schema.String), holdMs: Schema.optional(Schema.Number) })
+)
+
+const pickupHandler = (signals: Signals) =>
+  Handler.job(PickupJob, ({ k, role, holdMs }) =>
+    Effect.gen(function* () {
+      signals.mark(role === undefined ? `start:${k}` : `start:${role}:${k}`)
+      if (holdMs !== undefined && holdMs > 0) yield* Effect.sleep(holdMs)
+      if (role !== undefined) signals.mark(`end:${role}:${k}`)
+    })
+  )
+
+/**
+ * The worker of scenario 13 with default settings (`Worker.make` without a poll interval or batch size:
+ * whatever this tree's defaults are), the concurrency addon registered; `use` runs while it is idle.
+ */
+const idleWorker = <A>(url: string, workers: number, signals: Signals, use: (publisher: Publisher.PublisherService) => Promise<A>): Promise<A> =>
+  Effect.runPromise(
+    Effect.scoped(
+      Effect.gen(function* () {
+        const publisher = yield* Publisher.Publisher
+        yield* Worker.make({ addons: [Concurrency.addon], concurrency: workers })
+        // idle: its lanes have polled and found nothing
+        yield* Effect.sleep("500 millis")
+        return yield* Effect.promise(() => use(publisher))
+      })
+    ).pipe(Effect.provide(env(url, [pickupHandler(signals)], workers * 2 + 4)))
+  )
+
+/** Pickup latency on an idle worker: `Publisher.enqueue` of a keyless job, to its handler's start. */
+export const pickup = (url: string, spec: PickupSpec): Promise<PickupResult> => {
+  const signals = new Signals()
+  return idleWorker(url, spec.workers, signals, (publisher) => measurePickups(spec, signals, (k) => Effect.runPromise(publisher.enqueue(PickupJob, { k }))))
+}
+
+/** A Wait job's start after its key frees: jobs A and B of key `k`, `Semaphore(k, 1, "Wait")` each. */
+export const handoff = (url: string, spec: HandoffSpec): Promise<PickupResult> => {
+  const signals = new Signals()
+  return idleWorker(url, spec.workers, signals, (publisher) =>
+    measureHandoffs(spec, signals, (k, role) =>
+      Effect.runPromise(
+        publisher.enqueue(PickupJob, { k, role, key: "k", ...(role === "A" ? { holdMs: spec.holds[k]! } : {}) }, JobParameters.make().withSemaphore("k", 1, "Wait"))
+      )
+    )
+  )
 }
