@@ -104,15 +104,17 @@ const originOf = (url: string) => {
 
 const unavailable = (why: string): ServerCpu => ({ postmaster: undefined, unavailable: why, read: () => Number.NaN })
 
-/** The CPU clock of the server `url` points at (found once per host and port). */
-export const serverCpu = (url: string): Promise<ServerCpu> => {
+/**
+ * The CPU clock of the server `url` points at (found once per host and port, and again when that
+ * postmaster is gone: a later embedded server may get the same port).
+ */
+export const serverCpu = async (url: string): Promise<ServerCpu> => {
   const origin = originOf(url)
-  let p = found.get(origin)
-  if (p === undefined) {
-    p = find(url).catch((e) => unavailable(`lookup failed: ${String((e as Error)?.message ?? e)}`))
-    found.set(origin, p)
-  }
-  return p.then((cpu) => (cpu.postmaster !== undefined && statOf(cpu.postmaster) === undefined ? unavailable(`postmaster ${cpu.postmaster} is gone`) : cpu))
+  const cached = await found.get(origin)
+  if (cached !== undefined && (cached.postmaster === undefined || /^(postgres|postmaster)/.test(statOf(cached.postmaster)?.comm ?? ""))) return cached
+  const p = find(url).catch((e) => unavailable(`lookup failed: ${String((e as Error)?.message ?? e)}`))
+  found.set(origin, p)
+  return p
 }
 
 const find = (url: string): Promise<ServerCpu> =>
