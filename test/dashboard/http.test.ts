@@ -423,6 +423,8 @@ describe("store failures", () => {
       heartbeat: () => down,
       appendLog: () => down,
       get: () => down,
+      prune: () => down,
+      expiredBacklog: () => down,
       list: () => down,
       operate: () => down,
       countByState: down,
