@@ -60,8 +60,6 @@ export const make = Effect.flatMap(SemaphoreProviderMemory.make, (locks) => Effe
   const tombstones = new Map<string, { readonly type: string; readonly state: TerminalState; readonly finishedAt: Date; readonly prunedAt: Date }>()
   /** The per-key figures of pruned keyed jobs of the last day (see `KeyInsightMemory.MemoryState.history`). */
   const history: Array<KeyHistoryEntry> = []
-  /** Whether a prune runs (one at a time, as across processes in the PostgreSQL store). */
-  let pruning = false
 
   /**
    * The rows expired under `plan` at `at`, oldest first: per (type, state), those ended before the later
@@ -380,46 +378,41 @@ export const make = Effect.flatMap(SemaphoreProviderMemory.make, (locks) => Effe
 
     prune: (plan) =>
       Effect.map(now, (at): PruneResult => {
+        // one synchronous step: never two prunes at once in this process (the store's one process)
         const pruned = { Succeeded: 0, Failed: 0, Deleted: 0 }
-        if (pruning) return { ran: false, pruned, tombstones: 0, full: false }
-        pruning = true
-        try {
-          const ms = at.getTime()
-          const dayAgo = ms - HISTORY_MS
-          for (const j of expiredAt(plan, ms).slice(0, plan.batchSize)) {
-            const state = j.state as TerminalState
-            const key = concurrencyKeyOf(j.metadata)
-            if (key !== undefined) {
-              // the per-key figures of the last day, folded before the rows go (see `KeyInsight`)
-              if (j.updatedAt.getTime() >= dayAgo && state !== "Failed") history.push({ key, at: j.updatedAt, kind: state })
-              for (const l of logs.get(j.id) ?? []) if (l.kind === "Requeued" && l.at.getTime() >= dayAgo) history.push({ key, at: l.at, kind: "Requeued" })
-            }
-            jobs.delete(j.id)
-            logs.delete(j.id)
-            originFor.delete(j.id)
-            holders.delete(j.id)
-            if (plan.tombstoneMs > 0) tombstones.set(j.id, { type: j.type, state, finishedAt: j.updatedAt, prunedAt: at })
-            pruned[state]++
+        const ms = at.getTime()
+        const dayAgo = ms - HISTORY_MS
+        for (const j of expiredAt(plan, ms).slice(0, plan.batchSize)) {
+          const state = j.state as TerminalState
+          const key = concurrencyKeyOf(j.metadata)
+          if (key !== undefined) {
+            // the per-key figures of the last day, folded before the rows go (see `KeyInsight`)
+            if (j.updatedAt.getTime() >= dayAgo && state !== "Failed") history.push({ key, at: j.updatedAt, kind: state })
+            for (const l of logs.get(j.id) ?? []) if (l.kind === "Requeued" && l.at.getTime() >= dayAgo) history.push({ key, at: l.at, kind: "Requeued" })
           }
-          let gone = 0
-          if (plan.tombstoneMs < FOREVER_MS) {
-            const old = [...tombstones].filter(([, t]) => t.prunedAt.getTime() < ms - plan.tombstoneMs)
-            old.sort(([, a], [, b]) => a.prunedAt.getTime() - b.prunedAt.getTime())
-            for (const [id] of old.slice(0, plan.batchSize)) tombstones.delete(id)
-            gone = Math.min(old.length, plan.batchSize)
-          }
-          let h = 0
-          while (h < plan.batchSize && history.length > 0) {
-            const i = history.findIndex((e) => e.at.getTime() < dayAgo)
-            if (i < 0) break
-            history.splice(i, 1)
-            h++
-          }
-          const n = pruned.Succeeded + pruned.Failed + pruned.Deleted
-          return { ran: true, pruned, tombstones: gone, full: n >= plan.batchSize || gone >= plan.batchSize }
-        } finally {
-          pruning = false
+          jobs.delete(j.id)
+          logs.delete(j.id)
+          originFor.delete(j.id)
+          holders.delete(j.id)
+          if (plan.tombstoneMs > 0) tombstones.set(j.id, { type: j.type, state, finishedAt: j.updatedAt, prunedAt: at })
+          pruned[state]++
         }
+        let gone = 0
+        if (plan.tombstoneMs < FOREVER_MS) {
+          const old = [...tombstones].filter(([, t]) => t.prunedAt.getTime() < ms - plan.tombstoneMs)
+          old.sort(([, a], [, b]) => a.prunedAt.getTime() - b.prunedAt.getTime())
+          for (const [id] of old.slice(0, plan.batchSize)) tombstones.delete(id)
+          gone = Math.min(old.length, plan.batchSize)
+        }
+        let h = 0
+        while (h < plan.batchSize && history.length > 0) {
+          const i = history.findIndex((e) => e.at.getTime() < dayAgo)
+          if (i < 0) break
+          history.splice(i, 1)
+          h++
+        }
+        const n = pruned.Succeeded + pruned.Failed + pruned.Deleted
+        return { ran: true, pruned, tombstones: gone, full: n >= plan.batchSize || gone >= plan.batchSize }
       }),
 
     expiredBacklog: (plan, cap) => Effect.map(now, (at) => Math.min(cap, expiredAt(plan, at.getTime()).length)),
