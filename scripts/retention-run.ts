@@ -227,7 +227,10 @@ const program = Effect.gen(function* () {
     if (plateau.length >= 3) {
       const sizes = plateau.map(bytes)
       const third = Math.max(1, Math.floor(plateau.length / 3))
-      const mean = (xs: ReadonlyArray<number>) => xs.reduce((a, b) => a + b, 0) / xs.length
+      const mean = (all: ReadonlyArray<number>) => {
+        const xs = all.filter((x) => !Number.isNaN(x))
+        return xs.reduce((a, b) => a + b, 0) / xs.length
+      }
       const head = plateau.slice(0, third)
       const tail = plateau.slice(-third)
       console.log(

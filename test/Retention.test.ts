@@ -16,6 +16,7 @@ import * as SqlClient from "effect/sql/SqlClient"
 import * as TestClock from "effect/testing/TestClock"
 import { Contract, Handler, Job, JobStoreMemory, JobStorePg, Publisher, Registry, Retention, Worker } from "warp-effect"
 import * as JobId from "../src/internal/job/JobId.js"
+import { historyBucket } from "../src/internal/job/Retention.js"
 import { JobStore } from "../src/internal/store/JobStore.js"
 import { rollUpCounters } from "../src/internal/store/pg/counters.js"
 import { guard } from "../src/internal/store/pg/prune.js"
@@ -335,4 +336,16 @@ describe("Retention: the worker's pruner (memory store, TestClock)", () => {
       }
       expect(() => Contract.job("Bad", Schema.Struct({}), { retention: { deleted: { maxAge: "soon" as any } } })).toThrow(/deleted.maxAge must be a duration/)
     }).pipe(Effect.provide(Layer.mergeAll(Registry.layer({ handlers: [Handler.job(Sent, () => Effect.void)] }), JobStoreMemory.layer))))
+})
+
+describe("Retention: the per-key history's buckets", () => {
+  it("an event's bucket is never before it (a window that holds the event counts it), at most a second (last 5 minutes) or a minute later", () => {
+    const now = 10 * 86_400_000 + 12_345
+    for (const ago of [0, 1, 999, 1000, 299_999, 300_000, 300_001, 3_599_999, 86_399_999]) {
+      const at = now - ago
+      const b = historyBucket(at, now)
+      expect(b).toBeGreaterThan(at)
+      expect(b - at).toBeLessThanOrEqual(ago <= 300_000 ? 1000 : 60_000)
+    }
+  })
 })

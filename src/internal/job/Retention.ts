@@ -141,6 +141,21 @@ export const FOREVER_MS = 100 * 365.25 * 86_400_000
 export const HISTORY_MS = 86_400_000
 
 /**
+ * The per-key history keeps an event by the end of its second while it is younger than this (the
+ * dashboard's shortest window, 5 minutes) when it is folded, else by the end of its minute: a window
+ * counts a pruned job as long as the job's own time is inside it, and up to a second (5-minute window)
+ * or a minute (hour and day windows) longer — figures never drop when rows go, and may lead by that much
+ * at a window's edge; the history holds at most one row per key and minute for events older than 5 minutes.
+ *
+ * @since 1.1.0
+ */
+export const FINE_MS = 300_000
+
+/** The history bucket (its end) of an event at `at` folded at `now` (see {@link FINE_MS}). */
+export const historyBucket = (at: number, now: number): number =>
+  at >= now - FINE_MS ? at - (at % 1000) + 1000 : at - (at % 60_000) + 60_000
+
+/**
  * A retention setting that cannot be honoured: `message` names where, the field, the rule and the value.
  *
  * @since 1.1.0

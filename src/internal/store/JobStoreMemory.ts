@@ -13,7 +13,7 @@ import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import { Job, type JobLog } from "../job/Job.js"
 import { counterOf, logOf, stateOf } from "../job/Outcome.js"
-import { FOREVER_MS, HISTORY_MS, JobExpired, type PruneResult, type RetentionPlan, type TerminalState, planFor, terminal } from "../job/Retention.js"
+import { FOREVER_MS, HISTORY_MS, historyBucket, JobExpired, type PruneResult, type RetentionPlan, type TerminalState, planFor, terminal } from "../job/Retention.js"
 import {
   bySubmission,
   type CancelResult,
@@ -387,8 +387,8 @@ export const make = Effect.flatMap(SemaphoreProviderMemory.make, (locks) => Effe
           const key = concurrencyKeyOf(j.metadata)
           if (key !== undefined) {
             // the per-key figures of the last day, folded before the rows go (see `KeyInsight`)
-            if (j.updatedAt.getTime() >= dayAgo && state !== "Failed") history.push({ key, at: j.updatedAt, kind: state })
-            for (const l of logs.get(j.id) ?? []) if (l.kind === "Requeued" && l.at.getTime() >= dayAgo) history.push({ key, at: l.at, kind: "Requeued" })
+            if (j.updatedAt.getTime() >= dayAgo && state !== "Failed") history.push({ key, at: new Date(historyBucket(j.updatedAt.getTime(), ms)), kind: state })
+            for (const l of logs.get(j.id) ?? []) if (l.kind === "Requeued" && l.at.getTime() >= dayAgo) history.push({ key, at: new Date(historyBucket(l.at.getTime(), ms)), kind: "Requeued" })
           }
           jobs.delete(j.id)
           logs.delete(j.id)

@@ -17,7 +17,7 @@ import type * as SqlClient from "effect/sql/SqlClient"
 import type * as Statement from "effect/sql/Statement"
 import * as Effect from "effect/Effect"
 import { guardKey } from "../../semaphore/lockId.js"
-import { FOREVER_MS, HISTORY_MS, type PruneResult, type RetentionPlan, type StatePlans, terminal } from "../../job/Retention.js"
+import { FINE_MS, FOREVER_MS, HISTORY_MS, type PruneResult, type RetentionPlan, type StatePlans, terminal } from "../../job/Retention.js"
 import type { StoreError } from "../StoreError.js"
 import { fail } from "./shared.js"
 
@@ -71,8 +71,17 @@ const expired = (sql: SqlClient.SqlClient, plan: RetentionPlan, limit: number, l
     )`
 }
 
+/**
+ * The per-key history bucket of an event at `at`: the end of its second while it is within the
+ * dashboard's shortest window (5 minutes), else the end of its minute (see `Retention.historyBucket`).
+ */
+const bucket = (sql: SqlClient.SqlClient) => (at: Statement.Fragment) =>
+  sql`(CASE WHEN ${at} >= now() - ${FINE_MS} * interval '1 millisecond' THEN date_trunc('second', ${at}) + interval '1 second'
+            ELSE date_trunc('minute', ${at}) + interval '1 minute' END)`
+
 /** The statement that removes one batch of expired rows, tombstones them and folds their per-key figures. */
 const removal = (sql: SqlClient.SqlClient, plan: RetentionPlan): Statement.Statement<any> => {
+  const bucketOf = bucket(sql)
   const key = sql`(j.metadata #>> '{policies,concurrency,value,key}')`
   const day = sql`now() - ${HISTORY_MS} * interval '1 millisecond'`
   return sql`WITH RECURSIVE ${expired(sql, plan, plan.batchSize, true)}, gone AS (
@@ -83,11 +92,11 @@ const removal = (sql: SqlClient.SqlClient, plan: RetentionPlan): Statement.State
       SELECT id, type, state, updated_at, now() FROM gone WHERE ${plan.tombstoneMs > 0}
       ON CONFLICT (id) DO UPDATE SET type = EXCLUDED.type, state = EXCLUDED.state, finished_at = EXCLUDED.finished_at, pruned_at = EXCLUDED.pruned_at
     ), folded AS (
-      SELECT key, date_trunc('second', updated_at) AS at,
+      SELECT key, ${bucketOf(sql`updated_at`)} AS at,
              count(*) FILTER (WHERE state = 'Succeeded') AS s, count(*) FILTER (WHERE state = 'Deleted') AS d, 0 AS r
       FROM gone WHERE key IS NOT NULL AND updated_at >= ${day} GROUP BY 1, 2
       UNION ALL
-      SELECT g.key, date_trunc('second', l.at), 0, 0, count(*)
+      SELECT g.key, ${bucketOf(sql`l.at`)}, 0, 0, count(*)
       FROM gone g JOIN warp_job_logs l ON l.job_id = g.id
       WHERE g.key IS NOT NULL AND l.kind = 'Requeued' AND l.at >= ${day} GROUP BY 1, 2
     ), hist AS (
