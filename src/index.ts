@@ -211,6 +211,13 @@ export * as JobStorePg from "./JobStorePg.js"
  */
 export * as JobStoreMemory from "./JobStoreMemory.js"
 /**
+ * Retention of finished jobs (how long they are kept; `JobExpired`).
+ *
+ * @since 1.1.0
+ * @category modules
+ */
+export * as Retention from "./Retention.js"
+/**
  * The SQL migrations.
  *
  * @since 0.1.0

@@ -43,11 +43,11 @@ const build = (
     )
   )
 
-const failureOf = <A>(exit: Exit.Exit<A, Worker.UnenforcedPolicy>) => {
+const failureOf = <A, E>(exit: Exit.Exit<A, E>): Worker.UnenforcedPolicy => {
   expect(Exit.isFailure(exit)).toBe(true)
   const error = Exit.isFailure(exit) ? exit.cause.reasons.find((r) => r._tag === "Fail")?.error : undefined
   expect(error).toBeInstanceOf(Worker.UnenforcedPolicy)
-  return error!
+  return error as Worker.UnenforcedPolicy
 }
 
 describe("a declared policy that nothing enforces is an error", () => {

@@ -114,6 +114,7 @@ const EXPECTED = {
     "RateLimitAddon", "RateLimitAddon.RateLimitStoreError", "RateLimitAddon.RateLimiter", "RateLimitAddon.RateLimiterService", "RateLimitAddon.addon", "RateLimitAddon.layer", "RateLimitAddon.layerMemory",
     "Recurring", "Recurring.InvalidRecurring", "Recurring.Recurring", "Recurring.make",
     "Registry", "Registry.Registered", "Registry.Registry", "Registry.RegistryInput", "Registry.RegistryService", "Registry.layer", "Registry.make",
+    "Retention", "Retention.JobExpired", "Retention.PruneResult", "Retention.RetentionOptions", "Retention.RetentionOverride", "Retention.RetentionPlan", "Retention.StateRetention", "Retention.TerminalState", "Retention.resolve",
     "Retry",
     "Saga", "Saga.SagaHandler", "Saga.SagaStep", "Saga.saga",
     "Scheduler", "Scheduler.layer", "Scheduler.make",

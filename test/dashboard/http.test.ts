@@ -16,7 +16,10 @@ import { createHash } from "node:crypto"
 import { createServer } from "node:http"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import * as Csrf from "../../src/internal/dashboard/Csrf.js"
-import { Job, JobParameters, JobStore, Publisher } from "warp-effect"
+import * as Duration from "effect/Duration"
+import * as Result from "effect/Result"
+import { rollUpCounters } from "../../src/internal/store/pg/counters.js"
+import { Job, JobParameters, JobStore, Publisher, Retention } from "warp-effect"
 import * as JobId from "../../src/internal/job/JobId.js"
 import * as F from "./fixture.js"
 import * as ReadmeExample from "../../examples/readme/dashboard.js"
@@ -423,6 +426,8 @@ describe("store failures", () => {
       heartbeat: () => down,
       appendLog: () => down,
       get: () => down,
+      prune: () => down,
+      expiredBacklog: () => down,
       list: () => down,
       operate: () => down,
       countByState: down,
@@ -765,5 +770,36 @@ describe("refresh, relative times, durations", () => {
     expect(job).toMatch(/data-testid="queued">\d+ (ms|s|min)/)
     expect(job).toMatch(/data-testid="running">\d+ (ms|s)/)
     expect(job).toMatch(/data-testid="total">\d+ (ms|s|min)/)
+  })
+})
+
+describe("a job removed by retention", () => {
+  it("its page answers 410 Job expired: type, how and when it ended, when it was pruned", async () => {
+    const id = JobId.make()
+    await app.run(
+      Effect.gen(function* () {
+        const store = yield* F.JobStoreTag
+        yield* store.insert([{ id, type: "RetentionPage", handler: null, payload: {}, state: "Enqueued", scheduleTime: new Date(0), metadata: {} }])
+        const claimed = (yield* store.fetch("retention-page", 50, Duration.seconds(30))).filter((j) => j.id === id)
+        expect(claimed).toHaveLength(1)
+        yield* store.finalize({ job: claimed[0]!, workerId: "retention-page", outcome: Job.Outcome.Succeeded(), metadata: {} })
+        yield* rollUpCounters(yield* SqlClient.SqlClient)
+        // every other type kept forever: only this one goes
+        const forever = { maxAge: Duration.infinity }
+        const { plan } = Result.getOrThrow(
+          Retention.resolve({ succeeded: forever, failed: forever, deleted: forever }, [["RetentionPage", { deleteOnSuccess: true }]])
+        )
+        const r = yield* store.prune(plan)
+        expect(r.pruned.Succeeded).toBe(1)
+      })
+    )
+    const response = await get(`${admin.url}/jobs/${id}`)
+    expect(response.status).toBe(410)
+    const body = await response.text()
+    expect(body).toContain("Job expired")
+    expect(body).toContain("RetentionPage")
+    expect(body).toContain("<strong>Succeeded</strong>")
+    expect(body).toContain("removed by retention")
+    expect((await get(`${admin.url}/jobs/${JobId.make()}`)).status).toBe(404)
   })
 })

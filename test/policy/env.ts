@@ -24,6 +24,7 @@ import type { ConcurrencyLimitManager } from "../../src/internal/concurrency/Con
 import type { AnyHandler } from "../../src/internal/job/Handler.js"
 import type { Addon, AddonServices } from "../../src/internal/attempt/Pipeline.js"
 import type { UnenforcedPolicy } from "../../src/internal/policy/Enforcement.js"
+import type { InvalidArgument } from "../../src/internal/error/InvalidArgument.js"
 import type { Recurring } from "../../src/internal/job/Recurring.js"
 import type * as Declaration from "../../src/internal/policy/Declaration.js"
 import type { RateLimiter } from "../../src/internal/ratelimit/RateLimiter.js"
@@ -76,7 +77,7 @@ export const allAddons = [Concurrency.addon, CircuitBreakerAddon.addon, RateLimi
 export const withWorker = <A, E, R, const Ad extends ReadonlyArray<Addon<any>> = typeof allAddons>(
   body: Effect.Effect<A, E, R>,
   options: Worker.WorkerOptions<Ad> = {}
-): Effect.Effect<A, E | UnenforcedPolicy, Exclude<R, Scope.Scope> | JobStore | Registry.Registry | AddonServices<Ad>> =>
+): Effect.Effect<A, E | UnenforcedPolicy | InvalidArgument, Exclude<R, Scope.Scope> | JobStore | Registry.Registry | AddonServices<Ad>> =>
   Effect.scoped(
     Effect.andThen(Worker.make<Ad>({ concurrency: 2, pollInterval: "5 millis", addons: allAddons as unknown as Ad, ...options }), body)
   )

@@ -35,6 +35,7 @@ import * as Result from "effect/Result"
 import { createHash } from "node:crypto"
 import { createServer } from "node:http"
 import { ConcurrencyLimitManager, type ConcurrencyLimitManagerService } from "../concurrency/ConcurrencyLimitManager.js"
+import { JobExpired } from "../job/Retention.js"
 import * as JobMetadata from "../policy/JobMetadata.js"
 import { isStorableId, JobStore, operatorFrom } from "../store/JobStore.js"
 import * as Csrf from "./Csrf.js"
@@ -255,7 +256,10 @@ const routes = (options: DashboardOptions) => {
       const { id } = yield* HttpRouter.params
       // an id no row can have (a NUL, an unpaired surrogate, longer than any id) is not found
       if (!isJobId(id)) return yield* notFound("No job with id like this: it cannot be the id of any job.")
-      const detail = yield* (yield* JobStore).get(id)
+      const read = yield* Effect.catchTag((yield* JobStore).get(id), "JobExpired", (e) => Effect.succeed(e))
+      // removed by retention: its tombstone says how it ended and when (410 Gone)
+      if (read instanceof JobExpired) return page(Pages.expired(f, read, new Date()), 410)
+      const detail = read
       if (Option.isNone(detail)) return yield* notFound(`No job with id "${id}".`)
       const meta = JobMetadata.decode(detail.value.job.metadata)
       const key = Result.isSuccess(meta) ? meta.success.policies.concurrency?.value.key : undefined
@@ -326,11 +330,11 @@ const routes = (options: DashboardOptions) => {
         return yield* notFound("No job with this id; nothing was changed.")
       }
       const store = yield* JobStore
-      const detail = yield* store.get(id)
-      if (Option.isNone(detail)) return yield* notFound(`No job with id "${id}"; nothing was changed.`)
+      const detail = yield* Effect.catchTag(store.get(id), "JobExpired", () => Effect.succeed(Option.none()))
+      if (Option.isNone(detail)) return yield* notFound(`No job with id "${id}" (or it expired); nothing was changed.`)
       const result = yield* store.operate(action, [id])
       if (result.changed === 0) {
-        const state = Option.getOrUndefined(yield* store.get(id))?.job.state ?? detail.value.job.state
+        const state = Option.getOrUndefined(yield* Effect.catchTag(store.get(id), "JobExpired", () => Effect.succeed(Option.none())))?.job.state ?? detail.value.job.state
         return page(
           Pages.message(
             f,

@@ -7,6 +7,7 @@
 import * as Result from "effect/Result"
 import type { ConcurrencyGroupLimit, ConcurrencyLimit } from "../concurrency/ConcurrencyLimitManager.js"
 import type { JobDetail } from "../job/Job.js"
+import type { JobExpired } from "../job/Retention.js"
 import * as JobMetadata from "../policy/JobMetadata.js"
 import { familyNames } from "../policy/PolicyFamily.js"
 import { MAX_KEY_LENGTH } from "../policy/PolicyValues.js"
@@ -170,6 +171,20 @@ export const layout = (frame: Frame, section: Section, title: string, content: H
 /** A page saying something went wrong (404, 400, 403, 500). */
 export const message = (frame: Frame, title: string, text: string): Html =>
   layout(frame, "none", title, html`<h1>${title}</h1><div class="card"><p>${text}</p><p><a href="${frame.prefix}/jobs">Back to jobs</a></p></div>`)
+
+/**
+ * The page of a job that retention removed (its tombstone): which type it was, how it ended and when,
+ * and when it was pruned.
+ */
+export const expired = (frame: Frame, e: JobExpired, now: Date): Html =>
+  layout(
+    frame,
+    "none",
+    "Job expired",
+    html`<h1>Job expired</h1><div class="card"><p>Job <code>${e.id}</code> (${e.type}) ended <strong>${e.state}</strong> ${when(e.finishedAt, now)}
+      and was removed by retention ${when(e.prunedAt, now)}: its row and audit trail are gone. The counters still count it.</p>
+      <p><a href="${frame.prefix}/jobs">Back to jobs</a></p></div>`
+  )
 
 // ---- job detail -----------------------------------------------------------------------------
 

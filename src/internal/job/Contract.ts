@@ -9,10 +9,16 @@ import * as Describe from "../error/Describe.js"
 import * as InvalidArgument from "../error/InvalidArgument.js"
 import * as Declaration from "../policy/Declaration.js"
 import type { Policies } from "../policy/PolicyFamily.js"
+import * as Retention from "./Retention.js"
 
 /** Options of a contract. A contract may carry any declaration, including a `Total` timeout. */
 export interface ContractOptions {
   readonly policy?: ReadonlyArray<Declaration.Declaration>
+  /**
+   * How long this type's finished jobs are kept, overriding the worker's `retention` for the states it
+   * names (see `Retention.RetentionOverride`); checked at construction (`InvalidArgument`).
+   */
+  readonly retention?: Retention.RetentionOverride | undefined
 }
 
 interface ContractBase<Tag extends string, Name extends string, A, I> {
@@ -21,6 +27,8 @@ interface ContractBase<Tag extends string, Name extends string, A, I> {
   readonly schema: Schema.Codec<A, I>
   /** The declared policy, one value per family (validated at construction). */
   readonly policies: Policies
+  /** The retention override of this type's finished jobs, if any. */
+  readonly retention?: Retention.RetentionOverride | undefined
 }
 
 /** A job type: enqueued, run by exactly one handler. */
@@ -39,6 +47,12 @@ export interface RequestContract<Name extends string = string, A = any, I = any>
 /** Any persisted contract. */
 export type AnyContract = JobContract | MessageContract
 
+/** The contract's retention override, checked (throws `InvalidArgument`), as a field to spread. */
+const retentionOf = (entry: string, options?: ContractOptions): { readonly retention?: Retention.RetentionOverride } =>
+  options?.retention === undefined
+    ? {}
+    : { retention: Result.getOrThrowWith(Retention.checkOverride(entry, options.retention), (e) => e) }
+
 const policiesOf = (site: string, options?: ContractOptions): Policies =>
   Result.getOrThrowWith(Declaration.collect(site, options?.policy ?? []), (e) => e)
 
@@ -50,7 +64,8 @@ const checkName = (entry: string, name: string): void => {
 
 /**
  * Declares a job contract. Throws `InvalidPolicy` when its policy list is invalid, and
- * `InvalidArgument` when `name` is empty or cannot be stored (a NUL, an unpaired surrogate).
+ * `InvalidArgument` when `name` is empty or cannot be stored (a NUL, an unpaired surrogate), or its
+ * `retention` cannot be honoured.
  *
  * @example
  * const SendEmail = Contract.job("SendEmail", Schema.Struct({ to: Schema.String }))
@@ -61,7 +76,7 @@ export const job = <const Name extends string, A, I>(
   options?: ContractOptions
 ): JobContract<Name, A, I> => {
   checkName("Contract.job", name)
-  return { _tag: "JobContract", name, schema, policies: policiesOf(`contract '${name}'`, options) }
+  return { _tag: "JobContract", name, schema, policies: policiesOf(`contract '${name}'`, options), ...retentionOf(`Contract.job(${name})`, options) }
 }
 
 /** Declares a message contract. Throws `InvalidPolicy` when its policy list is invalid. */
@@ -71,7 +86,7 @@ export const message = <const Name extends string, A, I>(
   options?: ContractOptions
 ): MessageContract<Name, A, I> => {
   checkName("Contract.message", name)
-  return { _tag: "MessageContract", name, schema, policies: policiesOf(`contract '${name}'`, options) }
+  return { _tag: "MessageContract", name, schema, policies: policiesOf(`contract '${name}'`, options), ...retentionOf(`Contract.message(${name})`, options) }
 }
 
 /** Declares an in-memory request contract (no options: a request has no policy). */

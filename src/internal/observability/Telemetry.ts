@@ -20,7 +20,8 @@ export const spans = {
   claim: "warp.claim",
   attempt: "warp.attempt",
   admission: "warp.admission",
-  insertBatch: "warp.insert.batch"
+  insertBatch: "warp.insert.batch",
+  prune: "warp.retention.prune"
 } as const
 
 /** Span attribute and log annotation keys. */
@@ -37,7 +38,12 @@ export const attributes = {
   waitMs: "warp.wait_ms",
   claimed: "warp.claim.rows",
   batchRows: "warp.insert.rows",
-  worker: "warp.worker.id"
+  worker: "warp.worker.id",
+  pruned: "warp.retention.pruned",
+  prunedTombstones: "warp.retention.tombstones",
+  pruneBatches: "warp.retention.batches",
+  pruneBacklog: "warp.retention.backlog",
+  pruneRan: "warp.retention.ran"
 } as const
 
 /** The metric family of a key: its text up to the first ':' (bounded cardinality). */
@@ -102,3 +108,27 @@ export const slotWaitOf: (family: string) => Metric.Histogram<number> = series(
   (attributes) => Metric.histogram("warp_slot_wait_seconds", { ...slotWaitOptions, attributes }),
   ["key_family"]
 )
+
+const prunedOptions = { description: "Finished jobs removed by retention, by the state they ended in" }
+
+/** Finished jobs removed by retention, tagged `state` (`warp_retention_pruned_total`). */
+export const prunedOf: (state: string) => Metric.Counter<number> = series(
+  (attributes) => Metric.counter("warp_retention_pruned_total", { ...prunedOptions, attributes }),
+  ["state"]
+)
+
+/** Tombstones of pruned jobs removed once their age passed (`warp_retention_tombstones_pruned_total`). */
+export const tombstonesPruned: Metric.Counter<number> = Metric.counter("warp_retention_tombstones_pruned_total", {
+  description: "Tombstones of pruned jobs removed"
+})
+
+/** Seconds one prune run took, all its batches (`warp_retention_prune_seconds`). */
+export const pruneDuration: Metric.Histogram<number> = Metric.histogram("warp_retention_prune_seconds", {
+  boundaries: seconds,
+  description: "Duration of one retention run (all its batches)"
+})
+
+/** Finished rows expired and not removed yet after the last run, counted up to 100,000 (`warp_retention_backlog`). */
+export const pruneBacklog: Metric.Gauge<number> = Metric.gauge("warp_retention_backlog", {
+  description: "Expired finished rows not removed yet (counted up to 100,000)"
+})

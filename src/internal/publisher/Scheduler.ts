@@ -62,7 +62,10 @@ export const fire = (
         Effect.as(true),
         // the primary key makes a firing unique: if the row exists, this tick was fired already
         Effect.catchTag("StoreError", (e) =>
-          Effect.flatMap(store.get(id), (existing) => (Option.isSome(existing) ? Effect.succeed(false) : Effect.fail(e)))
+          Effect.flatMap(store.get(id), (existing) => (Option.isSome(existing) ? Effect.succeed(false) : Effect.fail(e))).pipe(
+            // fired, run and removed by retention already: this tick was fired
+            Effect.catchTag("JobExpired", () => Effect.succeed(false))
+          )
         )
       )
   })

@@ -12,6 +12,7 @@ import * as Schema from "effect/Schema"
 import type { Job, JobDetail, NewJob } from "../job/Job.js"
 import type { JobState } from "../job/JobState.js"
 import type { LogKind, Outcome } from "../job/Outcome.js"
+import type { JobExpired, PruneResult, RetentionPlan } from "../job/Retention.js"
 import * as Describe from "../error/Describe.js"
 import { PositiveInt } from "../policy/PolicyValues.js"
 import type { SemaphoreProviderService } from "../semaphore/SemaphoreProvider.js"
@@ -305,8 +306,23 @@ export interface JobStoreService {
   readonly recordSlotAudit: (findings: ReadonlyArray<SlotAuditFinding>) => Effect.Effect<void, StoreError>
   /** The findings of the latest slot-audit run recorded, in the order recorded (none: no run recorded, or it found nothing). */
   readonly slotAuditFindings: Effect.Effect<ReadonlyArray<SlotAuditFinding>, StoreError>
-  /** One job with its audit trail. */
-  readonly get: (id: string) => Effect.Effect<Option.Option<JobDetail>, StoreError>
+  /**
+   * One job with its audit trail. None: no job has this id. Fails with `JobExpired` when the job
+   * existed and retention removed it (while its tombstone is kept, see `RetentionOptions.tombstones`).
+   */
+  readonly get: (id: string) => Effect.Effect<Option.Option<JobDetail>, StoreError | JobExpired>
+  /**
+   * Retention: removes one batch (up to `plan.batchSize`) of finished rows expired under `plan`, oldest
+   * first per job type and state, with their audit trails; leaves a tombstone of each (while
+   * `plan.tombstoneMs` > 0) and folds the keyed ones that ended within the last day into the per-key
+   * figures (`insight`), so that they do not drop; removes up to a batch of tombstones older than
+   * `plan.tombstoneMs` and of per-key history older than a day. Never removes a row whose counted audit
+   * entry is not folded into the counters yet (the PostgreSQL store's roll-up), so `counters` never
+   * drops. One process at a time across the store (`ran: false`: another was pruning; nothing done).
+   */
+  readonly prune: (plan: RetentionPlan) => Effect.Effect<PruneResult, StoreError>
+  /** The finished rows expired under `plan` and not removed yet, counted up to `cap`. */
+  readonly expiredBacklog: (plan: RetentionPlan, cap: number) => Effect.Effect<number, StoreError>
   /** Jobs matching the filter (no filter: all), newest first; `total` counts every match. */
   readonly list: (options: JobFilter & { readonly limit: number; readonly offset: number }) => Effect.Effect<JobPage, StoreError>
   /**

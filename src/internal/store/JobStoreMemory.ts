@@ -13,6 +13,7 @@ import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import { Job, type JobLog } from "../job/Job.js"
 import { counterOf, logOf, stateOf } from "../job/Outcome.js"
+import { FOREVER_MS, HISTORY_MS, historyBucket, JobExpired, type PruneResult, type RetentionPlan, type TerminalState, planFor, terminal } from "../job/Retention.js"
 import {
   bySubmission,
   type CancelResult,
@@ -30,6 +31,7 @@ import {
   JobStore,
   type JobStoreService,
   matchesFilter,
+  concurrencyKeyOf,
   operatorFrom,
   operatorTo,
   type SlotAuditFinding,
@@ -39,6 +41,7 @@ import {
 } from "./JobStore.js"
 import * as SemaphoreProviderMemory from "../semaphore/SemaphoreProviderMemory.js"
 import * as KeyInsightMemory from "./KeyInsightMemory.js"
+import type { KeyHistoryEntry } from "./KeyInsightMemory.js"
 import { StoreError } from "./StoreError.js"
 
 const clone = (j: Job, patch: Partial<ConstructorParameters<typeof Job>[0]>): Job => new Job({ ...j, ...patch })
@@ -53,6 +56,35 @@ export const make = Effect.flatMap(SemaphoreProviderMemory.make, (locks) => Effe
   /** Jobs marked as holding a slot of a `CancelRunning` key (see `markHolder`), cleared by their finalize. */
   const holders = new Map<string, string>()
   const originFor = new Map<string, Date>()
+  /** Pruned jobs, by id (see `prune`). */
+  const tombstones = new Map<string, { readonly type: string; readonly state: TerminalState; readonly finishedAt: Date; readonly prunedAt: Date }>()
+  /** The per-key figures of pruned keyed jobs of the last day (see `KeyInsightMemory.MemoryState.history`). */
+  const history: Array<KeyHistoryEntry> = []
+
+  /**
+   * The rows expired under `plan` at `at`, oldest first: per (type, state), those ended before the later
+   * of `at - maxAge` and the finish time of the maxCount-th newest row (as the PostgreSQL store reads it).
+   */
+  const expiredAt = (plan: RetentionPlan, at: number): Array<Job> => {
+    const groups = new Map<string, Array<Job>>()
+    for (const j of jobs.values()) {
+      if (!(terminal as ReadonlyArray<string>).includes(j.state)) continue
+      const k = `${j.type}\u0000${j.state}`
+      const g = groups.get(k)
+      if (g === undefined) groups.set(k, [j])
+      else g.push(j)
+    }
+    const out: Array<Job> = []
+    for (const rows of groups.values()) {
+      const { maxAgeMs, maxCount } = planFor(plan, rows[0]!.type, rows[0]!.state as TerminalState)
+      const newest = [...rows].sort((a, b) => b.updatedAt.getTime() - a.updatedAt.getTime())
+      const byAge = maxAgeMs === null ? -Infinity : at - maxAgeMs
+      const byCount = maxCount === null ? -Infinity : maxCount === 0 ? Infinity : (newest[maxCount - 1]?.updatedAt.getTime() ?? -Infinity)
+      const cutoff = Math.max(byAge, byCount)
+      for (const j of rows) if (j.updatedAt.getTime() < cutoff) out.push(j)
+    }
+    return out.sort((a, b) => a.updatedAt.getTime() - b.updatedAt.getTime() || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0))
+  }
 
   const log = (jobId: string, at: Date, kind: JobLog["kind"], message: string) => {
     const list = logs.get(jobId) ?? []
@@ -337,10 +369,53 @@ export const make = Effect.flatMap(SemaphoreProviderMemory.make, (locks) => Effe
     slotAuditFindings: Effect.sync(() => slotAudit),
 
     get: (id) =>
-      Effect.sync(() => {
+      Effect.suspend(() => {
         const job = jobs.get(id)
-        return job === undefined ? Option.none() : Option.some({ job, logs: [...(logs.get(id) ?? [])] })
+        if (job !== undefined) return Effect.succeed(Option.some({ job, logs: [...(logs.get(id) ?? [])] }))
+        const t = tombstones.get(id)
+        return t === undefined ? Effect.succeed(Option.none()) : Effect.fail(new JobExpired({ id, ...t }))
       }),
+
+    prune: (plan) =>
+      Effect.map(now, (at): PruneResult => {
+        // one synchronous step: never two prunes at once in this process (the store's one process)
+        const pruned = { Succeeded: 0, Failed: 0, Deleted: 0 }
+        const ms = at.getTime()
+        const dayAgo = ms - HISTORY_MS
+        for (const j of expiredAt(plan, ms).slice(0, plan.batchSize)) {
+          const state = j.state as TerminalState
+          const key = concurrencyKeyOf(j.metadata)
+          if (key !== undefined) {
+            // the per-key figures of the last day, folded before the rows go (see `KeyInsight`)
+            if (j.updatedAt.getTime() >= dayAgo && state !== "Failed") history.push({ key, at: new Date(historyBucket(j.updatedAt.getTime(), ms)), kind: state })
+            for (const l of logs.get(j.id) ?? []) if (l.kind === "Requeued" && l.at.getTime() >= dayAgo) history.push({ key, at: new Date(historyBucket(l.at.getTime(), ms)), kind: "Requeued" })
+          }
+          jobs.delete(j.id)
+          logs.delete(j.id)
+          originFor.delete(j.id)
+          holders.delete(j.id)
+          if (plan.tombstoneMs > 0) tombstones.set(j.id, { type: j.type, state, finishedAt: j.updatedAt, prunedAt: at })
+          pruned[state]++
+        }
+        let gone = 0
+        if (plan.tombstoneMs < FOREVER_MS) {
+          const old = [...tombstones].filter(([, t]) => t.prunedAt.getTime() < ms - plan.tombstoneMs)
+          old.sort(([, a], [, b]) => a.prunedAt.getTime() - b.prunedAt.getTime())
+          for (const [id] of old.slice(0, plan.batchSize)) tombstones.delete(id)
+          gone = Math.min(old.length, plan.batchSize)
+        }
+        let h = 0
+        while (h < plan.batchSize && history.length > 0) {
+          const i = history.findIndex((e) => e.at.getTime() < dayAgo)
+          if (i < 0) break
+          history.splice(i, 1)
+          h++
+        }
+        const n = pruned.Succeeded + pruned.Failed + pruned.Deleted
+        return { ran: true, pruned, tombstones: gone, full: n >= plan.batchSize || gone >= plan.batchSize }
+      }),
+
+    expiredBacklog: (plan, cap) => Effect.map(now, (at) => Math.min(cap, expiredAt(plan, at.getTime()).length)),
 
     list: ({ limit, offset, ...filter }) =>
       Effect.sync(() => {
@@ -391,7 +466,7 @@ export const make = Effect.flatMap(SemaphoreProviderMemory.make, (locks) => Effe
 
     locks,
 
-    insight: KeyInsightMemory.make({ jobs, logs, originFor, reported: () => [...workers.values()].map((w) => ({ workerId: w.report.workerId, slots: w.report.slots })) })
+    insight: KeyInsightMemory.make({ jobs, logs, originFor, history, reported: () => [...workers.values()].map((w) => ({ workerId: w.report.workerId, slots: w.report.slots })) })
   }
   return service
 }))

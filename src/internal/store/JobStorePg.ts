@@ -42,6 +42,7 @@ import { insertChunk } from "./pg/insert.js"
 import { list } from "./pg/list.js"
 import { markHolder } from "./pg/markHolder.js"
 import { operate } from "./pg/operate.js"
+import { expiredBacklog, prune } from "./pg/prune.js"
 import * as ReadsLimits from "./pg/readsLimits.js"
 import { removeWorker } from "./pg/removeWorker.js"
 import { reportWorker } from "./pg/reportWorker.js"
@@ -100,6 +101,8 @@ export const makeWith = (options: PgStoreOptions = {}) => Effect.gen(function* (
     recordSlotAudit: (findings) => recordSlotAudit(sql, findings),
     slotAuditFindings: slotAuditFindings(sql),
     get: (id) => get(sql, id),
+    prune: (plan) => prune(sql, plan),
+    expiredBacklog: (plan, cap) => expiredBacklog(sql, plan, cap),
     list: (options) => list(sql, options),
     operate: (action, ids) => operate(sql, action, ids),
     countByState: countByState(sql),

@@ -19,12 +19,24 @@ import {
   type WindowName
 } from "./KeyInsight.js"
 
+/**
+ * One event of a pruned keyed job that the per-key figures count (it ended Succeeded or Deleted, or
+ * was requeued, at `at`): the store keeps them for a day after the job's rows go (see `Retention`).
+ */
+export interface KeyHistoryEntry {
+  readonly key: string
+  readonly at: Date
+  readonly kind: "Succeeded" | "Deleted" | "Requeued"
+}
+
 /** What the views read from the memory store. */
 export interface MemoryState {
   readonly jobs: ReadonlyMap<string, Job>
   readonly logs: ReadonlyMap<string, ReadonlyArray<JobLog>>
   /** The time a job created Scheduled was created for (absent: created Enqueued). */
   readonly originFor: ReadonlyMap<string, Date>
+  /** The per-key figures of pruned keyed jobs (counted with the rows'). */
+  readonly history?: ReadonlyArray<KeyHistoryEntry> | undefined
   /** The workers' last reports: running jobs whose row does not carry their key yet, by key. */
   readonly reported: () => ReadonlyArray<{
     readonly workerId: string
@@ -67,8 +79,10 @@ export const make = (state: MemoryState): KeyInsightService => {
       for (const j of rows) {
         for (const l of state.logs.get(j.id) ?? []) if (l.kind === "Requeued" && l.at.getTime() >= from) requeued++
       }
-      const ended = (s: Job["state"]) => rows.filter((j) => j.state === s && j.updatedAt.getTime() >= from).length
-      counts[w.name] = { requeued, succeeded: ended("Succeeded"), deleted: ended("Deleted") }
+      const pruned = (kind: KeyHistoryEntry["kind"]) =>
+        (state.history ?? []).filter((e) => e.key === key && e.kind === kind && e.at.getTime() >= from).length
+      const ended = (s: "Succeeded" | "Deleted") => rows.filter((j) => j.state === s && j.updatedAt.getTime() >= from).length + pruned(s)
+      counts[w.name] = { requeued: requeued + pruned("Requeued"), succeeded: ended("Succeeded"), deleted: ended("Deleted") }
     }
     return {
       key,

@@ -1,7 +1,8 @@
 /**
  * The key views of the PostgreSQL store. Each read is one statement that reaches rows only through
  * the partial indexes of migration 0006: live keyed rows by (key, state, ScheduleTime, id), ended
- * keyed rows by (key, updated_at) over the last day, and each such job's audit trail by job id.
+ * keyed rows by (key, updated_at) over the last day, and each such job's audit trail by job id; plus
+ * the figures of keyed rows retention pruned within the last day (`warp_key_history`, by key and second).
  *
  * The live view ranks keys by pressure from one aggregate over every live keyed row (not the table),
  * then reads one page of keys — their counts, holders and history — by key, live. Where the ranking
@@ -79,7 +80,7 @@ export const makeWithStatements = (sql: SqlClient.SqlClient, { reuseRankingFromM
       'key', p.key, 'running', p.running, 'waiting', p.waiting,
       'since', floor(extract(epoch FROM p.since) * 1000)::bigint, 'admin', p.admin_slots, 'pressure', p.pressure,
       'min', d.min_limit, 'max', d.max_limit, 'holders', h.holders,
-      'ended', to_json(e), 'requeued', to_json(r)) ORDER BY p.pressure DESC, p.key COLLATE "C"), '[]'::json) AS rows
+      'ended', to_json(e), 'requeued', to_json(r), 'pruned', to_json(hh)) ORDER BY p.pressure DESC, p.key COLLATE "C"), '[]'::json) AS rows
     FROM (${keys}) p
     LEFT JOIN LATERAL (
       SELECT min(x.lim) AS min_limit, max(x.lim) AS max_limit
@@ -118,15 +119,27 @@ export const makeWithStatements = (sql: SqlClient.SqlClient, { reuseRankingFromM
         SELECT ${sql.csv(windows.map((w) => sql`count(*) FILTER (WHERE l.at >= ${ago(w.seconds)}) AS ${sql.literal(`r${w.name}`)}`))}
         FROM warp_job_logs l WHERE l.job_id = j.id AND l.kind = 'Requeued' AND l.at >= ${day}
       ) c
-    ) r ON TRUE`
+    ) r ON TRUE
+    -- pruned keyed jobs of the last day, folded per (key, second) by retention (warp_key_history)
+    LEFT JOIN LATERAL (
+      SELECT ${sql.csv(
+        windows.flatMap((w) => [
+          sql`coalesce(sum(succeeded) FILTER (WHERE at >= ${ago(w.seconds)}), 0)::int AS ${sql.literal(`s${w.name}`)}`,
+          sql`coalesce(sum(deleted) FILTER (WHERE at >= ${ago(w.seconds)}), 0)::int AS ${sql.literal(`d${w.name}`)}`,
+          sql`coalesce(sum(requeued) FILTER (WHERE at >= ${ago(w.seconds)}), 0)::int AS ${sql.literal(`r${w.name}`)}`
+        ])
+      )}
+      FROM warp_key_history WHERE key = p.key AND at >= ${day}
+    ) hh ON TRUE`
 
   const toSummary = (r: any): KeySummary => {
     const counts = {} as Record<WindowName, WindowCounts>
     for (const w of windows) {
+      // the rows' figures plus those of the pruned rows (retention's per-key history)
       counts[w.name] = {
-        requeued: Number(r.requeued?.[`r${w.name}`] ?? 0),
-        succeeded: Number(r.ended?.[`s${w.name}`] ?? 0),
-        deleted: Number(r.ended?.[`d${w.name}`] ?? 0)
+        requeued: Number(r.requeued?.[`r${w.name}`] ?? 0) + Number(r.pruned?.[`r${w.name}`] ?? 0),
+        succeeded: Number(r.ended?.[`s${w.name}`] ?? 0) + Number(r.pruned?.[`s${w.name}`] ?? 0),
+        deleted: Number(r.ended?.[`d${w.name}`] ?? 0) + Number(r.pruned?.[`d${w.name}`] ?? 0)
       }
     }
     const holders: ReadonlyArray<KeyHolder> = (r.holders as Array<[string, string, string | null, number | string]>).map(([id, type, workerId, since]) => ({

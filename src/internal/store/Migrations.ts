@@ -26,6 +26,7 @@ import core0009 from "../../../migrations/core/0009_warp_slot_audit.js"
 import core0010 from "../../../migrations/core/0010_warp_jobs_fair_share.js"
 import core0011 from "../../../migrations/core/0011_warp_jobs_drop_due.js"
 import core0012 from "../../../migrations/core/0012_warp_counters_from_logs.js"
+import core0013 from "../../../migrations/core/0013_warp_retention.js"
 
 const run = (migrations: Record<string, Effect.Effect<void, unknown, SqlClient.SqlClient>>, table: string) =>
   Migrator.make({})({ loader: Migrator.fromRecord(migrations), table })
@@ -46,12 +47,13 @@ export const coreMigrations: Record<string, Effect.Effect<void, unknown, SqlClie
   "0009_warp_slot_audit": core0009,
   "0010_warp_jobs_fair_share": core0010,
   "0011_warp_jobs_drop_due": core0011,
-  "0012_warp_counters_from_logs": core0012
+  "0012_warp_counters_from_logs": core0012,
+  "0013_warp_retention": core0013
 }
 
 /**
  * Creates or upgrades the core tables (`warp_jobs`, `warp_job_logs`, `warp_counters`, `warp_counters_rolled`,
- * `warp_workers`, `warp_slot_audit`).
+ * `warp_workers`, `warp_slot_audit`, `warp_job_tombstones`, `warp_key_history`).
  */
 export const core: MigrationRun = run(coreMigrations, "warp_migrations")
 

@@ -21,6 +21,7 @@ import * as Scheduler from "../publisher/Scheduler.js"
 import * as Worker from "../worker/Worker.js"
 import type * as Declaration from "../policy/Declaration.js"
 import type { UnenforcedPolicy } from "../policy/Enforcement.js"
+import type { InvalidArgument } from "../error/InvalidArgument.js"
 import * as GlobalPolicies from "../policy/GlobalPolicies.js"
 import * as RateLimitAddon from "../ratelimit/RateLimitAddon.js"
 import type { RateLimiter } from "../ratelimit/RateLimiter.js"
@@ -72,9 +73,10 @@ export type Services = Publisher.Publisher | Registry.Registry | JobStore | Conc
 /**
  * How building the entry Layer can fail: the store or the admin limits cannot be reached or migrated, or
  * a handler declares a policy that the worker's addons do not enforce (`UnenforcedPolicy`: a `RateLimit`
- * or `CircuitBreaker` without `rateLimit: true` / `circuitBreaker: true`).
+ * or `CircuitBreaker` without `rateLimit: true` / `circuitBreaker: true`), or the worker's or a
+ * contract's `retention` cannot be honoured (`InvalidArgument`).
  */
-export type BuildError = StoreError | LimitStoreError | UnenforcedPolicy
+export type BuildError = StoreError | LimitStoreError | UnenforcedPolicy | InvalidArgument
 
 const addonsOf = (options: { readonly rateLimit?: boolean | undefined; readonly circuitBreaker?: boolean | undefined }) => {
   const addons: Array<Addon<SemaphoreProvider | ConcurrencyLimitManager | RateLimiter | CircuitBreakerState | JobStore>> = [Concurrency.addon]
@@ -110,7 +112,7 @@ export const layer = <const H extends ReadonlyArray<AnyHandler>, E = never, R = 
  */
 export const layerMemory = <const H extends ReadonlyArray<AnyHandler>, E = never, R = never>(
   options: WarpOptions<H, E, R>
-): Layer.Layer<Services, E | UnenforcedPolicy, Requirements<H[number]> | R> => {
+): Layer.Layer<Services, E | UnenforcedPolicy | InvalidArgument, Requirements<H[number]> | R> => {
   const provider: Layer.Layer<SemaphoreProvider, E, R> = options.semaphoreProvider ?? SemaphoreProviderMemory.layer
   return compose(
     options,
@@ -123,10 +125,10 @@ const compose = <H extends ReadonlyArray<AnyHandler>, E, R, E2, R2, R3>(
   options: WarpOptions<H, E, R>,
   infra: Layer.Layer<JobStore | ConcurrencyLimitManager | SemaphoreProvider, E2, R2>,
   addonState: Layer.Layer<RateLimiter | CircuitBreakerState, never, R3>
-): Layer.Layer<Services, E2 | UnenforcedPolicy, R2 | R3 | Requirements<H[number]>> => {
+): Layer.Layer<Services, E2 | UnenforcedPolicy | InvalidArgument, R2 | R3 | Requirements<H[number]>> => {
   const registry = Registry.layer({ handlers: options.handlers, recurring: options.recurring ?? [] })
   const shared = Layer.mergeAll(registry, GlobalPolicies.layer(options.globals ?? []), infra)
-  const processes: Layer.Layer<never, UnenforcedPolicy, JobStore | Registry.Registry | SemaphoreProvider | ConcurrencyLimitManager | R3> =
+  const processes: Layer.Layer<never, UnenforcedPolicy | InvalidArgument, JobStore | Registry.Registry | SemaphoreProvider | ConcurrencyLimitManager | R3> =
     options.worker === false
       ? Layer.empty
       : Layer.merge(

@@ -16,7 +16,9 @@ import * as Option from "effect/Option"
 import type * as Scope from "effect/Scope"
 import * as ConcurrencySlot from "../attempt/ConcurrencySlot.js"
 import type { Addon, AddonServices, Behavior } from "../attempt/Pipeline.js"
+import type { InvalidArgument } from "../error/InvalidArgument.js"
 import type { Job } from "../job/Job.js"
+import * as Retention from "../job/Retention.js"
 import { Registry, type RegistryService } from "../job/Registry.js"
 import * as Telemetry from "../observability/Telemetry.js"
 import * as Enforcement from "../policy/Enforcement.js"
@@ -29,6 +31,7 @@ import { JobStore } from "../store/JobStore.js"
 import * as TimeoutBehavior from "../timeout/TimeoutBehavior.js"
 import * as Finalize from "./Finalize.js"
 import * as Lane from "./Lane.js"
+import * as Pruner from "./Pruner.js"
 import * as RunAttempt from "./RunAttempt.js"
 import * as SlotReuse from "./SlotReuse.js"
 import * as Watchers from "./Watchers.js"
@@ -85,17 +88,23 @@ export interface WorkerHandle {
  *
  * Fails with `UnenforcedPolicy` when a registered handler or contract (or a global default) declares a
  * policy family that neither the worker's core (retry, timeout) nor one of `addons` enforces — e.g. a
- * `Mutex` with no `Concurrency.addon` — rather than run such jobs with the policy ignored.
+ * `Mutex` with no `Concurrency.addon` — rather than run such jobs with the policy ignored; and with
+ * `InvalidArgument` when its `retention` (or a registered contract's) cannot be honoured.
+ *
+ * Unless `retention: false`, the worker prunes finished jobs (see `Pruner`): one process at a time
+ * across the store, whichever worker takes the store's retention guard first, with its own plan.
  */
 export const make = <const A extends ReadonlyArray<Addon<any>> = []>(
   options: WorkerOptions<A> = {}
-): Effect.Effect<WorkerHandle, Enforcement.UnenforcedPolicy, Scope.Scope | JobStore | Registry | AddonServices<A>> =>
+): Effect.Effect<WorkerHandle, Enforcement.UnenforcedPolicy | InvalidArgument, Scope.Scope | JobStore | Registry | AddonServices<A>> =>
   Effect.gen(function* () {
     const store = yield* JobStore
     const registry = yield* Registry
     const enforced = new Set<FamilyName>([...Enforcement.core, ...(options.addons ?? []).flatMap((a) => a.enforces ?? [])])
     const refused = checkEnforced(registry, yield* (yield* GlobalPolicies).current, enforced)
     if (refused !== undefined) return yield* refused
+    const retention =
+      options.retention === false ? undefined : yield* Effect.fromResult(Retention.resolve(options.retention ?? {}, Pruner.overridesOf(registry)))
     // the addons' behaviors by their order (outermost first), then the core ones. The provider they see
     // takes the slots an admitting behavior asks for into the attempt's own slot scope (see
     // `ConcurrencySlot`): released with it, right before the finalizing write or by its finalization.
@@ -131,6 +140,7 @@ export const make = <const A extends ReadonlyArray<Addon<any>> = []>(
     const beat = yield* Effect.forkDetach(Watchers.heartbeat(store, state))
     const watch = yield* Effect.forkDetach(Watchers.cancelWatch(store, state))
     const reporter = yield* Effect.forkDetach(Watchers.reportSoon(store, state))
+    const pruner = retention === undefined ? undefined : yield* Effect.forkDetach(Pruner.loop(store, retention))
 
     yield* Effect.addFinalizer(() =>
       Effect.gen(function* () {
@@ -142,6 +152,7 @@ export const make = <const A extends ReadonlyArray<Addon<any>> = []>(
         yield* Fiber.interrupt(beat)
         yield* Fiber.interrupt(watch)
         yield* Fiber.interrupt(reporter)
+        if (pruner !== undefined) yield* Fiber.interrupt(pruner)
         // a worker that cannot reach its store leaves its entry, shown as stale
         yield* store.removeWorker(config.workerId).pipe(Effect.timeout("2 seconds"), Effect.ignore)
       })
@@ -153,4 +164,4 @@ export const make = <const A extends ReadonlyArray<Addon<any>> = []>(
 /** A worker as a Layer: starts when the layer is built, shuts down gracefully when it is released. */
 export const layer = <const A extends ReadonlyArray<Addon<any>> = []>(
   options: WorkerOptions<A> = {}
-): Layer.Layer<never, Enforcement.UnenforcedPolicy, JobStore | Registry | AddonServices<A>> => Layer.effectDiscard(make(options))
+): Layer.Layer<never, Enforcement.UnenforcedPolicy | InvalidArgument, JobStore | Registry | AddonServices<A>> => Layer.effectDiscard(make(options))

@@ -10,6 +10,7 @@ import * as Effect from "effect/Effect"
 import * as Queue from "effect/Queue"
 import * as Schedule from "effect/Schedule"
 import type { Addon } from "../attempt/Pipeline.js"
+import type { RetentionOptions } from "../job/Retention.js"
 import * as StoreHealth from "./StoreHealth.js"
 
 /** Worker options. */
@@ -52,6 +53,13 @@ export interface WorkerOptions<A extends ReadonlyArray<Addon<any>> = ReadonlyArr
    * 1 s; see `JobStoreService.requestCancel`). Asked only while it holds jobs.
    */
   readonly cancelCheckInterval?: Duration.Input
+  /**
+   * Retention of finished jobs (see `Retention.RetentionOptions`; on by default: Succeeded and Deleted
+   * kept 1 day, Failed 7 days, tombstones 7 days, pruned every 30 s in batches of 500); a contract's
+   * `retention` overrides it for its job type. `false`: this worker prunes nothing (another process may).
+   * The worker's build fails with `InvalidArgument` for a setting that cannot be honoured.
+   */
+  readonly retention?: RetentionOptions | false | undefined
 }
 
 /** The worker's settings, with every default applied. */
