@@ -45,6 +45,15 @@ export interface Slot {
    * plain outcome. Absent for a provider whose slots cannot lapse (memory).
    */
   readonly lapsed?: Effect.Effect<boolean> | undefined
+  /**
+   * Marks now as the end of the holder's run (its handler ended) and gives the verdict on it: an
+   * effect that, asked then or later, says whether the slot provably stayed this holder's — nobody
+   * else could have been granted it — from its acquisition up to that end. Asked when the slot is
+   * found lost after the run ended: true keeps the run's outcome, false requeues it (the loss may
+   * predate the end). Absent (a provider that cannot tell): a slot found lost before the run's result
+   * was written does not keep it. A slot whose `lost` never completes (memory) needs none.
+   */
+  readonly heldThrough?: Effect.Effect<Effect.Effect<boolean>> | undefined
 }
 
 /** The provider could not be asked (connection lost, bad arguments). */

@@ -15,7 +15,7 @@ import * as Option from "effect/Option"
 import * as Queue from "effect/Queue"
 import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
-import { type Attempt, CurrentAttempt, CurrentSlot, interruptFork, lapsedText, untilLost } from "../attempt/Attempt.js"
+import { type Attempt, CurrentAttempt, CurrentSlot, interruptFork, lapsedText, lostText, untilLost } from "../attempt/Attempt.js"
 import type { AttemptRecordState } from "../attempt/AttemptRecord.js"
 import type { AttemptInfo, SlotInfo } from "../job/Handler.js"
 import type { Job } from "../job/Job.js"
@@ -134,7 +134,7 @@ export const runSaga = (
     const lock = slot.value
     const what = `Lock of saga correlation '${name}'`
     const outcome = yield* untilLost(runHandler(state, record, attempt), lock.lost, () =>
-      Outcome.Requeued({ reason: `${what} lost while running (connection to the semaphore provider died); requeued`, keepsPlace: true })
+      Effect.succeed(Outcome.Requeued({ reason: lostText(what), keepsPlace: true }))
     )
     if (lock.lapsed !== undefined && (yield* lock.lapsed)) return Outcome.Requeued({ reason: lapsedText(what), keepsPlace: true })
     return outcome
