@@ -107,41 +107,49 @@ export const gate = (
 
 /**
  * The end of a run under the slots `held` (see `SlotEnd`): marks it on every slot that can tell
- * (`Slot.heldThrough`), then the lapse check — the requeue naming the first slot not proven held up to
- * now whose `lapsed` is true (counted in `warp_concurrency_slot_lapsed_total`), else `outcome`. The
- * end is kept for a loss noticed afterwards (see {@link afterLoss}).
+ * (`Slot.heldThrough`) and takes their verdicts now; then, for every slot not shown held up to now,
+ * the lapse check — the requeue naming the first slot whose `lapsed` is true (counted in
+ * `warp_concurrency_slot_lapsed_total`); else the requeue naming the first slot already lost without
+ * a showing (verdict false: the loss may predate the end); else `outcome`. The end is kept for a loss
+ * noticed afterwards (see {@link afterLoss}).
  */
 interface RunEnd {
   readonly outcome: Outcome
+  /** Whether `outcome` is a requeue decided at the end (a slot lapsed, or lost without a showing). */
+  readonly settled: boolean
   /** Per held slot, its verdict on the end (`Slot.heldThrough`), or undefined when it cannot tell. */
-  readonly verdicts: ReadonlyArray<Effect.Effect<boolean> | undefined>
+  readonly verdicts: ReadonlyArray<Effect.Effect<boolean | undefined> | undefined>
 }
 const endOf = (held: ReadonlyArray<readonly [Slot, string]>, key: string, outcome: Outcome): Effect.Effect<RunEnd> =>
   Effect.gen(function* () {
-    const verdicts: Array<Effect.Effect<boolean> | undefined> = []
+    const verdicts: Array<Effect.Effect<boolean | undefined> | undefined> = []
     for (const [slot] of held) verdicts.push(slot.heldThrough === undefined ? undefined : yield* slot.heldThrough)
+    const now: Array<boolean | undefined> = []
+    for (const v of verdicts) now.push(v === undefined ? undefined : yield* v)
     for (let i = 0; i < held.length; i++) {
       const [slot, what] = held[i]!
-      const verdict = verdicts[i]
-      if (verdict !== undefined && (yield* verdict)) continue
+      if (now[i] === true) continue
       if (slot.lapsed !== undefined && (yield* slot.lapsed)) {
         yield* Metric.update(Metric.withAttributes(lapsedTotal, { key_family: keyFamily(key) }), 1)
-        return { outcome: Outcome.Requeued({ reason: lapsedText(what), keepsPlace: true }), verdicts }
+        return { outcome: Outcome.Requeued({ reason: lapsedText(what), keepsPlace: true }), settled: true, verdicts }
       }
     }
-    return { outcome, verdicts }
+    const lost = held.findIndex((_, i) => now[i] === false)
+    if (lost >= 0) return { outcome: Outcome.Requeued({ reason: lostAfterEndText(held[lost]![1]), keepsPlace: true }), settled: true, verdicts }
+    return { outcome, settled: false, verdicts }
   })
 
 /**
  * The outcome of a run whose slot (`what`) was found lost: before the run's end (`end` undefined), the
  * handler was interrupted — lost while running; after it, the end's outcome stands if every held slot
- * proves it stayed held up to the end, else (the loss may predate the end) the run is requeued.
+ * shows it stayed held up to the end, or if it is already a requeue decided at the end (a lapse says
+ * more); else (the loss may predate the end) the run is requeued.
  */
 const afterLoss = (end: RunEnd | undefined, what: string): Effect.Effect<Outcome> =>
   end === undefined
     ? Effect.succeed(Outcome.Requeued({ reason: lostText(what), keepsPlace: true }))
     : Effect.map(Effect.forEach(end.verdicts, (v) => v ?? Effect.succeed(false)), (held) =>
-        held.every(Boolean) ? end.outcome : Outcome.Requeued({ reason: lostAfterEndText(what), keepsPlace: true })
+        held.every((v) => v === true) || end.settled ? end.outcome : Outcome.Requeued({ reason: lostAfterEndText(what), keepsPlace: true })
       )
 
 /**

@@ -47,13 +47,16 @@ export interface Slot {
   readonly lapsed?: Effect.Effect<boolean> | undefined
   /**
    * Marks now as the end of the holder's run (its handler ended) and gives the verdict on it: an
-   * effect that, asked then or later, says whether the slot provably stayed this holder's — nobody
-   * else could have been granted it — from its acquisition up to that end. Asked when the slot is
-   * found lost after the run ended: true keeps the run's outcome, false requeues it (the loss may
-   * predate the end). Absent (a provider that cannot tell): a slot found lost before the run's result
-   * was written does not keep it. A slot whose `lost` never completes (memory) needs none.
+   * effect that, asked then or later, says whether the slot stayed this holder's — nobody else could
+   * have been granted it — from its acquisition up to that end: true (shown), false (the slot was lost
+   * and it cannot be shown: the loss may predate the end) or undefined (not known yet: the slot is not
+   * known lost, and a later answer may show it). Asked at the end (false: the run is requeued), when
+   * the slot is found lost afterwards (only true keeps the run's outcome), and by a finalizing
+   * statement that fails with the slot's connection (only true lets the outcome be written without
+   * it). Absent (a provider that cannot tell): a slot found lost before the run's result was written
+   * does not keep it. A slot whose `lost` never completes (memory) needs none.
    */
-  readonly heldThrough?: Effect.Effect<Effect.Effect<boolean>> | undefined
+  readonly heldThrough?: Effect.Effect<Effect.Effect<boolean | undefined>> | undefined
 }
 
 /** The provider could not be asked (connection lost, bad arguments). */

@@ -776,7 +776,7 @@ export const make = (options: PgProviderOptions = {}): Effect.Effect<SemaphorePr
       name: string,
       ids: ReadonlyArray<string>
     ): Effect.Effect<
-      Option.Option<{ readonly index: number; readonly fence: bigint | undefined; readonly lapsed: Effect.Effect<boolean>; readonly heldThrough: Effect.Effect<Effect.Effect<boolean>> }>,
+      Option.Option<{ readonly index: number; readonly fence: bigint | undefined; readonly lapsed: Effect.Effect<boolean>; readonly heldThrough: Effect.Effect<Effect.Effect<boolean | undefined>> }>,
       SemaphoreError
     > => {
       const sentAt = performance.now()
@@ -843,7 +843,7 @@ SELECT released, ${markers} AND set_config('synchronous_commit', 'off', true) IS
       index: number,
       fence: bigint | undefined,
       lapsed: Effect.Effect<boolean>,
-      heldThrough: Effect.Effect<Effect.Effect<boolean>>
+      heldThrough: Effect.Effect<Effect.Effect<boolean | undefined>>
     ): Held => {
       // this slot is held until it is unlocked: by `unlock`, or by a store's finalizing statement
       let mine = true
@@ -947,17 +947,24 @@ SELECT released, ${markers} AND set_config('synchronous_commit', 'off', true) IS
      *   with asynchronous commit: a server that crashes and is back before the run ends may have
      *   forgotten it, the residual the lapse check already carries (a holder paused across a crash).
      */
-    const heldThroughOf = (lane: Lane, sentAt: number): Effect.Effect<Effect.Effect<boolean>> =>
+    const heldThroughOf = (lane: Lane, sentAt: number): Effect.Effect<Effect.Effect<boolean | undefined>> =>
       Effect.sync(() => {
         const at = performance.now()
-        return Effect.sync(() => lane.answeredAt >= at || (markers && at - Math.max(sentAt, lane.renewedAt) < lapseAfterMs))
+        return Effect.sync(() =>
+          lane.answeredAt >= at || (markers && at - Math.max(sentAt, lane.renewedAt) < lapseAfterMs) ? true : lane.dead ? false : undefined
+        )
       })
 
-    /** The holder-side deadline of a slot taken by a statement sent at `sentAt` on `lane` (see `scanLane`). */
+    /**
+     * The holder-side deadline of a slot taken by a statement sent at `sentAt` on `lane` (see
+     * `scanLane`): passed with no renewal, and the session does not answer now. A lane that died within
+     * the deadline has not lapsed: its slot was lost, which `lost` and `heldThrough` tell.
+     */
     const lapsedCheck = (lane: Lane, sentAt: number): Effect.Effect<boolean> =>
       Effect.suspend(() => {
-        if (lane.dead) return Effect.succeed(true)
-        if (performance.now() - Math.max(sentAt, lane.renewedAt) < lapseAfterMs) return Effect.succeed(false)
+        const withinDeadline = performance.now() - Math.max(sentAt, lane.renewedAt) < lapseAfterMs
+        if (lane.dead) return Effect.succeed(!withinDeadline)
+        if (withinDeadline) return Effect.succeed(false)
         return ping(lane).pipe(
           Effect.map(() => lane.dead),
           Effect.catch(() => Effect.as(kill(lane), true))

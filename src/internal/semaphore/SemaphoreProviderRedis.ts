@@ -228,8 +228,9 @@ export const make = (client: RedisClient, options: RedisProviderOptions = {}): E
         const lost = yield* Deferred.make<void>()
         const lease: Lease = { validUntil: sentAt + leaseMs - marginMs, provenAt: sentAt, gone: false }
         const fiber = yield* keepLease(key, name, slot, token, lost, lease)
-        // the holder-side deadline passed (a pause can outrun the deadline's own timer), or the slot was lost
-        const lapsed = Effect.flatMap(Clock.currentTimeMillis, (t) => (t >= lease.validUntil ? Effect.succeed(true) : Deferred.isDone(lost)))
+        // the holder-side deadline passed (a pause can outrun the deadline's own timer); a lease found gone
+        // before it was lost, not lapsed (`lost` and `heldThrough` tell)
+        const lapsed = Effect.map(Clock.currentTimeMillis, (t) => t >= lease.validUntil)
         const release = Fiber.interrupt(fiber).pipe(
           Effect.andThen(call(name, "release script failed", () => scripts.warpSemaphoreRelease(key, slot, token))),
           Effect.ignore
@@ -240,7 +241,7 @@ export const make = (client: RedisClient, options: RedisProviderOptions = {}): E
         // meanwhile grants nothing for one lease after its start). A lease found gone may have been
         // removed at any time since the last renewal: without a later renewal, no verdict of held
         const heldThrough = Effect.map(Clock.currentTimeMillis, (at) =>
-          Effect.sync(() => lease.provenAt >= at || (!lease.gone && at < lease.validUntil))
+          Effect.sync(() => (lease.provenAt >= at || (!lease.gone && at < lease.validUntil) ? true : false))
         )
         return Option.some({ slot: { name, index: slot, lost: Deferred.await(lost), fence, lapsed, heldThrough }, release })
       })

@@ -372,7 +372,7 @@ export const make = (options: RunnerOptions): AttemptRunner => {
           let unproven: { readonly outcome: Outcome; readonly used: () => void } | undefined
           if (offered !== undefined && release !== undefined) {
             const verdict = release.heldThrough === undefined ? Effect.succeed(false) : yield* release.heldThrough
-            fused = { ...offered, fallback: verdict }
+            fused = { ...offered, fallback: Effect.map(verdict, (held) => held === true) }
             unproven = {
               outcome: Outcome.Requeued({ reason: lostAfterEndText(`Slot of '${key ?? release.name}'`), keepsPlace: true }),
               used: () => void (written = unproven!.outcome)
