@@ -54,7 +54,8 @@ export interface Slot {
    * the slot is found lost afterwards (only true keeps the run's outcome), and by a finalizing
    * statement that fails with the slot's connection (only true lets the outcome be written without
    * it). Absent (a provider that cannot tell): a slot found lost before the run's result was written
-   * does not keep it. A slot whose `lost` never completes (memory) needs none.
+   * does not keep it. A slot whose `lost` never completes (memory) needs none. (Since 1.1.0; see
+   * docs/slot-validity.md.)
    */
   readonly heldThrough?: Effect.Effect<Effect.Effect<boolean | undefined>> | undefined
 }

@@ -331,6 +331,16 @@ export const LOCK_PREFIX = "warp:concurrency:"
 const fusable = new WeakMap<Slot, () => FusedRelease | undefined>()
 
 /**
+ * Whether `err` is the server's answer to a statement (an ErrorResponse with a SQLSTATE) rather than
+ * the end of the session: not a connection exception (08), an operator intervention that ends the
+ * session (57P), or an insufficient-resources one (53).
+ */
+const serverAnswered = (err: unknown): boolean => {
+  const e = err as { severity?: unknown; code?: unknown }
+  return typeof e?.severity === "string" && typeof e.code === "string" && !/^(08|57P|53)/.test(e.code)
+}
+
+/**
  * The release of `slot` a store may fuse into its finalizing statement (see {@link FusedRelease}):
  * none for a slot of another provider, of a multiplexed provider, already released, or lost.
  */
@@ -882,6 +892,9 @@ SELECT released, ${markers} AND set_config('synchronous_commit', 'off', true) IS
                   lane.onDeath.add(onDeath)
                   queryNamed(via.client, text, params, (err, rows) => {
                     lane.onDeath.delete(onDeath)
+                    // an error the server sent about the statement (not about the session): the session
+                    // was alive after the statement was sent
+                    if (err !== undefined && serverAnswered(err)) lane.answeredAt = Math.max(lane.answeredAt, sent)
                     if (finished) return
                     finished = true
                     resume(err !== undefined ? Effect.fail(failed(err)) : Effect.succeed(rows))

@@ -135,16 +135,22 @@ export const make = (store: JobStoreService, state: WorkerState): Finalizer => {
             }
           }
         }
-        const result = yield* Effect.result(
-          health.observe(store.finalize({ job, workerId: state.config.workerId, outcome, metadata, handlerRan, release: fused, claim }))
-        )
-        const wasFused = fused !== undefined
-        fused = undefined
         // the slot's connection died under the statement and the slot cannot be shown held up to the
-        // run's end: its requeue is written instead, at once
-        if (result._tag === "Failure" && wasFused && options?.unproven !== undefined && slotRefused(result.failure)) {
-          outcome = options.unproven.outcome
-          options.unproven.used()
+        // run's end (the store refused to write without it): its requeue is written instead, at once
+        // (not an outage of the store: kept out of its health)
+        const unproven = fused !== undefined ? options?.unproven : undefined
+        const refused = { refused: true } as const
+        const result = yield* Effect.result(
+          health.observe(
+            store.finalize({ job, workerId: state.config.workerId, outcome, metadata, handlerRan, release: fused, claim }).pipe(
+              Effect.catchIf((e) => unproven !== undefined && slotRefused(e), () => Effect.succeed(refused))
+            )
+          )
+        )
+        fused = undefined
+        if (result._tag === "Success" && result.success === refused && unproven !== undefined) {
+          outcome = unproven.outcome
+          unproven.used()
           continue
         }
         const now = yield* Clock.currentTimeMillis
