@@ -349,7 +349,8 @@ export const make = (options: RunnerOptions): AttemptRunner => {
    * The finalizing write of `record`'s attempt, once (uninterruptible); `release`: the slot it frees in
    * the same statement (of `key`). Should that statement fail on the slot's connection (it died), the
    * store writes the outcome through its pool only if the slot proves it stayed held up to the run's end
-   * (`Slot.heldThrough`, marked before the statement is sent: later than the end, so no weaker); else
+   * (`Slot.heldThrough`, marked before the statement is sent: an instant after the end, so a stricter
+   * question); else
    * the attempt is requeued as a slot lost after its handler ended.
    */
   const finalizeOnce = (
