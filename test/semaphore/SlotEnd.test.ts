@@ -109,7 +109,7 @@ const runOne = (
     )
     const d = yield* detail(id)
     const ends = d.logs.filter((l) => ["Requeued", "Succeeded", "Failed", "Deleted"].includes(l.kind))
-    return { ...counts, ends, attempt: d.job.attempt }
+    return { ...counts, ends, attempt: d.job.attempt, trail: d.logs.map((l) => l.kind) }
   }).pipe(
     Effect.provide(
       Layer.provideMerge(
@@ -137,10 +137,12 @@ const pgEnv = (provider: Layer.Layer<SemaphoreProvider, never, SqlClient.SqlClie
 const cutSlot = (key: string, notice: boolean) => (slot: Slot) =>
   Effect.andThen(terminateHolder(key), notice ? Effect.andThen(slot.lost, Effect.yieldNow) : Effect.void)
 
-const kept = (r: { runs: number; exits: number; ends: ReadonlyArray<{ kind: string }>; attempt: number }) => {
+const kept = (r: { runs: number; exits: number; ends: ReadonlyArray<{ kind: string }>; attempt: number; trail: ReadonlyArray<string> }) => {
   expect(r.runs).toBe(1)
   expect(r.exits).toBe(1)
   expect(r.ends.map((l) => l.kind)).toEqual(["Succeeded"])
+  // one trail entry per state
+  expect(r.trail).toEqual(["Enqueued", "Processing", "Succeeded"])
   expect(r.attempt).toBe(1)
 }
 const requeuedAfterEnd = (r: { runs: number; ends: ReadonlyArray<{ kind: string; message: string }> }, key: string) => {
