@@ -645,7 +645,7 @@ export const runSoak = async (options: SoakOptions): Promise<SoakSummary> => {
               ? "deleted"
               : /^Requeued:Slot of (group )?'.*' lapsed while running/.test(outcome)
                 ? "lapsed"
-                : /^Requeued:Slot of (group )?'.*' lost while running/.test(outcome)
+                : /^Requeued:Slot of (group )?'.*' lost (while running|after its handler ended)/.test(outcome)
                   ? "lost"
                   : "requeued"
     // An attempt of the paused process in progress during a pause that lasted at least the slot deadline
@@ -842,7 +842,7 @@ export const runSoak = async (options: SoakOptions): Promise<SoakSummary> => {
       exits,
       counters,
       recovered,
-      slotLostRequeues: await logsLike("Slot of % lost while running%"),
+      slotLostRequeues: (await logsLike("Slot of % lost while running%")) + (await logsLike("Slot of % lost after its handler ended%")),
       interruptedRequeues: await logsLike("Attempt interrupted%"),
       gateUnavailableRequeues: await logsLike("Concurrency gate unavailable%"),
       maxInsideOverLimit,

@@ -9,6 +9,7 @@ import * as Fiber from "effect/Fiber"
 import type { Policies } from "../policy/PolicyFamily.js"
 import type { Slot } from "../semaphore/SemaphoreProvider.js"
 import type { Job } from "../job/Job.js"
+import type { Outcome } from "../job/Outcome.js"
 import type { SlotInfo } from "../job/Handler.js"
 import type { Registered } from "../job/Registry.js"
 
@@ -40,18 +41,21 @@ export const HeldSlot = Context.Reference<Slot | undefined>("warp/HeldSlot", {
 })
 
 /**
- * Whether a slot the running attempt holds has lapsed (set by the concurrency gate beside
- * {@link HeldSlot}): the requeue reason naming the first of its slots whose `Slot.lapsed` is true, else
- * undefined. The worker asks it after the handler, before the finalizing write, and records that
- * requeue instead of the handler's outcome; nothing by default.
+ * The end of the run inside the slots the attempt holds (set by the concurrency gate beside
+ * {@link HeldSlot}): the worker hands it the outcome of the handler and of the behaviors around it,
+ * right after they ended and before the finalizing write, and records the outcome it returns. The gate
+ * marks that instant as the run's end (a slot lost after it was not lost while running: see
+ * `Slot.heldThrough`) and returns the outcome, or, when one of its slots lapsed, the requeue naming it.
+ * By default (no slot held) the outcome as it is.
  */
-export const SlotLapse = Context.Reference<Effect.Effect<string | undefined>>("warp/SlotLapse", {
-  defaultValue: () => Effect.succeed(undefined)
+export const SlotEnd = Context.Reference<(outcome: Outcome) => Effect.Effect<Outcome>>("warp/SlotEnd", {
+  defaultValue: () => Effect.succeed
 })
 
 /**
  * Runs `next` (a handler, with what runs inside a slot) in a fiber of its own until it ends or
- * `lost` completes (then `onLost()`, even if the handler ended meanwhile). Whatever ends this effect —
+ * `lost` completes (then the result is `onLost()`'s, even if the handler ended meanwhile: `onLost`
+ * decides whether a loss after the handler's end keeps its outcome). Whatever ends this effect —
  * `lost`, or an interruption from outside — the handler's fiber is interrupted and awaited first, its
  * finalizers included, so a slot's scope never closes under a handler that is still running.
  *
@@ -59,7 +63,7 @@ export const SlotLapse = Context.Reference<Effect.Effect<string | undefined>>("w
  * join would fork two more racers per attempt, ~0.2 ms of CPU per keyed attempt in
  * `bench/profile-keyless.ts PROFILE_STORE=stub PROFILE_KEYS=300`).
  */
-export const untilLost = <A, E, R, L = void>(next: Effect.Effect<A, E, R>, lost: Effect.Effect<L>, onLost: (lost: L) => A): Effect.Effect<A, E, R> =>
+export const untilLost = <A, E, R, L = void>(next: Effect.Effect<A, E, R>, lost: Effect.Effect<L>, onLost: (lost: L) => Effect.Effect<A>): Effect.Effect<A, E, R> =>
   Effect.uninterruptibleMask((restore) =>
     // the handler's fiber starts as its caller runs (interruptible or not), like the caller's own code
     Effect.flatMap(Effect.forkChild(restore(next), { uninterruptible: "inherit" }), (handler) => {
@@ -73,7 +77,7 @@ export const untilLost = <A, E, R, L = void>(next: Effect.Effect<A, E, R>, lost:
         restore(Fiber.await(handler)).pipe(
           Effect.onInterrupt(() => Fiber.interrupt(handler)),
           Effect.ensuring(interruptFork(watcher)),
-          Effect.flatMap((exit): Effect.Effect<A, E> => (lostWith !== undefined ? Effect.succeed(onLost(lostWith.value)) : exit))
+          Effect.flatMap((exit): Effect.Effect<A, E> => (lostWith !== undefined ? onLost(lostWith.value) : exit))
         )
       )
     })
@@ -92,3 +96,14 @@ export const interruptFork = <A, E>(fiber: Fiber.Fiber<A, E>): Effect.Effect<voi
 /** The outcome of an attempt whose slot (`what`) lapsed while it ran (whatever its handler returned). */
 export const lapsedText = (what: string): string =>
   `${what} lapsed while running (no renewal within the semaphore provider's deadline: the process was paused or cut off, and the slot may have been granted again); requeued`
+
+/** The outcome of an attempt whose slot (`what`) was lost while its handler ran (the handler was interrupted). */
+export const lostText = (what: string): string => `${what} lost while running (connection to the semaphore provider died); requeued`
+
+/**
+ * The outcome of an attempt whose slot (`what`) was found lost after its handler had ended, when its
+ * provider cannot show that the slot stayed held until that end (it may have been granted again while
+ * the handler ran): its result is not kept.
+ */
+export const lostAfterEndText = (what: string): string =>
+  `${what} lost after its handler ended, before its result was written (connection to the semaphore provider died, and the provider cannot show the slot stayed held until the handler's end); requeued`

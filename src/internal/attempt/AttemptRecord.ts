@@ -16,6 +16,11 @@ export interface AttemptRecordState {
   handlerRan: boolean
   /** How long its handler ran, ms: what a lane's batch sizing calls the job's length. */
   handlerMs: number
+  /**
+   * When (`performance.now()`) the run inside its slot ended — the handler and the behaviors around it
+   * returned their outcome — if it did: the instant a slot's validity is judged at (see `SlotEnd`).
+   */
+  handlerEndedAt: number | undefined
   /** Under a reused slot: its finalizing write was forked (it owns the job's place in the worker's in-flight set until it lands). */
   writing: boolean
   /** Under a reused slot: the job was handed back to run after the slot's release (it stays in flight). */
@@ -26,7 +31,7 @@ export interface AttemptRecordState {
 export class AttemptRecord extends Context.Service<AttemptRecord, AttemptRecordState>()("warp/AttemptRecord") {}
 
 /** A fresh record. */
-export const make = (): AttemptRecordState => ({ outcome: undefined, handlerRan: false, handlerMs: 0, writing: false, deferred: false })
+export const make = (): AttemptRecordState => ({ outcome: undefined, handlerRan: false, handlerMs: 0, handlerEndedAt: undefined, writing: false, deferred: false })
 
 /** Whether the attempt's job needs no write from its scope's finalization: written, being written, or handed back. */
 export const settled = (record: AttemptRecordState): boolean => record.outcome !== undefined || record.writing || record.deferred

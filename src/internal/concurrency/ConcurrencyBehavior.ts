@@ -14,7 +14,7 @@ import * as Effect from "effect/Effect"
 import * as Metric from "effect/Metric"
 import * as Option from "effect/Option"
 import type * as Scope from "effect/Scope"
-import { CurrentSlot, HeldSlot, lapsedText, SlotLapse, untilLost } from "../attempt/Attempt.js"
+import { CurrentSlot, HeldSlot, lapsedText, lostAfterEndText, lostText, SlotEnd, untilLost } from "../attempt/Attempt.js"
 import type { Job } from "../job/Job.js"
 import { Outcome } from "../job/Outcome.js"
 import * as Telemetry from "../observability/Telemetry.js"
@@ -106,19 +106,51 @@ export const gate = (
   ).pipe(Effect.tap((r) => Metric.update(gateTotalOf(r._tag, keyFamily(policy.key)), 1)))
 
 /**
- * The lapse check of what an attempt holds: the requeue reason naming the first slot whose `lapsed` is
- * true (counted in `warp_concurrency_slot_lapsed_total`), else undefined.
+ * The end of a run under the slots `held` (see `SlotEnd`): marks it on every slot that can tell
+ * (`Slot.heldThrough`) and takes their verdicts now; then, for every slot not shown held up to now,
+ * the lapse check — the requeue naming the first slot whose `lapsed` is true (counted in
+ * `warp_concurrency_slot_lapsed_total`); else the requeue naming the first slot already lost without
+ * a showing (verdict false: the loss may predate the end); else `outcome`. The end is kept for a loss
+ * noticed afterwards (see {@link afterLoss}).
  */
-const lapseOf = (held: ReadonlyArray<readonly [Slot, string]>, key: string): Effect.Effect<string | undefined> =>
+interface RunEnd {
+  readonly outcome: Outcome
+  /** Whether `outcome` is a requeue decided at the end (a slot lapsed, or lost without a showing). */
+  readonly settled: boolean
+  /** Per held slot, its verdict on the end (`Slot.heldThrough`), or undefined when it cannot tell. */
+  readonly verdicts: ReadonlyArray<Effect.Effect<boolean | undefined> | undefined>
+}
+const endOf = (held: ReadonlyArray<readonly [Slot, string]>, key: string, outcome: Outcome): Effect.Effect<RunEnd> =>
   Effect.gen(function* () {
-    for (const [slot, what] of held) {
+    const verdicts: Array<Effect.Effect<boolean | undefined> | undefined> = []
+    for (const [slot] of held) verdicts.push(slot.heldThrough === undefined ? undefined : yield* slot.heldThrough)
+    const now: Array<boolean | undefined> = []
+    for (const v of verdicts) now.push(v === undefined ? undefined : yield* v)
+    for (let i = 0; i < held.length; i++) {
+      const [slot, what] = held[i]!
+      if (now[i] === true) continue
       if (slot.lapsed !== undefined && (yield* slot.lapsed)) {
         yield* Metric.update(Metric.withAttributes(lapsedTotal, { key_family: keyFamily(key) }), 1)
-        return lapsedText(what)
+        return { outcome: Outcome.Requeued({ reason: lapsedText(what), keepsPlace: true }), settled: true, verdicts }
       }
     }
-    return undefined
+    const lost = held.findIndex((_, i) => now[i] === false)
+    if (lost >= 0) return { outcome: Outcome.Requeued({ reason: lostAfterEndText(held[lost]![1]), keepsPlace: true }), settled: true, verdicts }
+    return { outcome, settled: false, verdicts }
   })
+
+/**
+ * The outcome of a run whose slot (`what`) was found lost: before the run's end (`end` undefined), the
+ * handler was interrupted — lost while running; after it, the end's outcome stands if every held slot
+ * shows it stayed held up to the end, or if it is already a requeue decided at the end (a lapse says
+ * more); else (the loss may predate the end) the run is requeued.
+ */
+const afterLoss = (end: RunEnd | undefined, what: string): Effect.Effect<Outcome> =>
+  end === undefined
+    ? Effect.succeed(Outcome.Requeued({ reason: lostText(what), keepsPlace: true }))
+    : Effect.map(Effect.forEach(end.verdicts, (v) => v ?? Effect.succeed(false)), (held) =>
+        held.every((v) => v === true) || end.settled ? end.outcome : Outcome.Requeued({ reason: lostAfterEndText(what), keepsPlace: true })
+      )
 
 /**
  * The admission's span (`warp.admission`: key, limit, slot, result, wait) and the slot-wait metric
@@ -207,14 +239,25 @@ export const make = (provider: SemaphoreProviderService, manager: ConcurrencyLim
                 held.push([group.value, `Slot of group '${total.group}'`])
               }
               if (replacing) yield* holders.markHolder(attempt.job.id, attempt.workerId, policy.key)
+              // the run's end, told by the worker after the handler (see `SlotEnd`): a loss noticed after it
+              // is judged at it (see `afterLoss`)
+              let end: RunEnd | undefined
+              const atEnd = (outcome: Outcome) =>
+                // uninterruptible: a loss noticed meanwhile finds the end recorded (it may ask a ping at most)
+                Effect.uninterruptible(
+                  Effect.map(endOf(held, key, outcome), (e) => {
+                    end = e
+                    return e.outcome
+                  })
+                )
               return yield* untilLost(
                 next.pipe(
                   Effect.provideService(CurrentSlot, { key, index: slot.index, fence: slot.fence }),
                   Effect.provideService(HeldSlot, slot),
-                  Effect.provideService(SlotLapse, lapseOf(held, key))
+                  Effect.provideService(SlotEnd, atEnd)
                 ),
                 Effect.raceAll(held.map(([s, what]) => Effect.as(s.lost, what))),
-                (what) => Outcome.Requeued({ reason: `${what} lost while running (connection to the semaphore provider died); requeued`, keepsPlace: true })
+                (what) => afterLoss(end, what)
               )
             })
         })

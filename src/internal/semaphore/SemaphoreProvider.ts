@@ -45,6 +45,19 @@ export interface Slot {
    * plain outcome. Absent for a provider whose slots cannot lapse (memory).
    */
   readonly lapsed?: Effect.Effect<boolean> | undefined
+  /**
+   * Marks now as the end of the holder's run (its handler ended) and gives the verdict on it: an
+   * effect that, asked then or later, says whether the slot stayed this holder's — nobody else could
+   * have been granted it — from its acquisition up to that end: true (shown), false (the slot was lost
+   * and it cannot be shown: the loss may predate the end) or undefined (not known yet: the slot is not
+   * known lost, and a later answer may show it). Asked at the end (false: the run is requeued), when
+   * the slot is found lost afterwards (only true keeps the run's outcome), and by a finalizing
+   * statement that fails with the slot's connection (only true lets the outcome be written without
+   * it). Absent (a provider that cannot tell): a slot found lost before the run's result was written
+   * does not keep it. A slot whose `lost` never completes (memory) needs none. (Since 1.1.0; see
+   * docs/slot-validity.md.)
+   */
+  readonly heldThrough?: Effect.Effect<Effect.Effect<boolean | undefined>> | undefined
 }
 
 /** The provider could not be asked (connection lost, bad arguments). */

@@ -285,6 +285,13 @@ export interface FusedRelease {
    */
   readonly run: (text: string, params: ReadonlyArray<unknown>) => Effect.Effect<ReadonlyArray<unknown>, SemaphoreError>
   /**
+   * Set by the worker: asked when `run` failed (the slot's connection died), whether the store may still
+   * write the outcome through its pool — the slot provably stayed held up to the run's end
+   * (`Slot.heldThrough`). False: the store fails with the `SemaphoreError`, and the worker writes the
+   * requeue it names instead (`FinalizeOptions.unproven`). Absent: the store writes through its pool.
+   */
+  readonly fallback?: Effect.Effect<boolean> | undefined
+  /**
    * The release for a statement that also claims rows (`claimed`: a relation of the claimed rows with
    * their `metadata`, `schedule_time`, `id`, `admin_key` and `admin_slots`), in place of `statement`:
    * the common table expressions `ctes` free this slot and take, on the same connection, a slot for
@@ -322,6 +329,16 @@ const ADMIT_GUARD = [sha256Int("'warp:semaphore-guard:' || adm.name", 1), sha256
 export const LOCK_PREFIX = "warp:concurrency:"
 
 const fusable = new WeakMap<Slot, () => FusedRelease | undefined>()
+
+/**
+ * Whether `err` is the server's answer to a statement (an ErrorResponse with a SQLSTATE) rather than
+ * the end of the session: not a connection exception (08), an operator intervention that ends the
+ * session (57P), or an insufficient-resources one (53).
+ */
+const serverAnswered = (err: unknown): boolean => {
+  const e = err as { severity?: unknown; code?: unknown }
+  return typeof e?.severity === "string" && typeof e.code === "string" && !/^(08|57P|53)/.test(e.code)
+}
 
 /**
  * The release of `slot` a store may fuse into its finalizing statement (see {@link FusedRelease}):
@@ -424,6 +441,11 @@ interface Lane {
    * renewed its markers) then, so its slots are the holder's until one deadline after it.
    */
   renewedAt: number
+  /**
+   * When (`performance.now()`) the last statement answered on the connection was sent: the session
+   * was alive after that instant, so the slots it held then had stayed held up to it (see `heldThrough`).
+   */
+  answeredAt: number
   dead: boolean
   /** The ping in flight, if any (interrupted when the lane stops being watched). */
   watchdog: Fiber.Fiber<void> | undefined
@@ -518,7 +540,7 @@ export const make = (options: PgProviderOptions = {}): Effect.Effect<SemaphorePr
         pool !== undefined
           ? { _tag: "Driver", client: yield* pool.connect.pipe(Effect.onError(() => Scope.close(scope, Exit.void))) }
           : { _tag: "Sql", conn: yield* sql.reserve.pipe(Scope.provide(scope), Effect.onError(() => Scope.close(scope, Exit.void))) }
-      const lane: Lane = { via, scope, held: new Set(), lost: yield* Deferred.make<void>(), token: randomUUID(), renewedAt: performance.now(), dead: false, watchdog: undefined, nextPingAt: 0, onDeath: new Set() }
+      const lane: Lane = { via, scope, held: new Set(), lost: yield* Deferred.make<void>(), token: randomUUID(), renewedAt: performance.now(), answeredAt: 0, dead: false, watchdog: undefined, nextPingAt: 0, onDeath: new Set() }
       yield* onConnectionEnd(lane)
       return lane
     })
@@ -695,7 +717,12 @@ export const make = (options: PgProviderOptions = {}): Effect.Effect<SemaphorePr
             // it at once)
             return Effect.catchIf(answer, () => performance.now() - sent > 2 * Duration.toMillis(pingTimeout) + 100, () => answer)
           }),
-          Effect.tap(() => Effect.sync(() => void (lane.renewedAt = Math.max(lane.renewedAt, sent))))
+          Effect.tap(() =>
+            Effect.sync(() => {
+              lane.renewedAt = Math.max(lane.renewedAt, sent)
+              lane.answeredAt = Math.max(lane.answeredAt, sent)
+            })
+          )
         )
       })
 
@@ -758,7 +785,10 @@ export const make = (options: PgProviderOptions = {}): Effect.Effect<SemaphorePr
       lane: Lane,
       name: string,
       ids: ReadonlyArray<string>
-    ): Effect.Effect<Option.Option<{ readonly index: number; readonly fence: bigint | undefined; readonly lapsed: Effect.Effect<boolean> }>, SemaphoreError> => {
+    ): Effect.Effect<
+      Option.Option<{ readonly index: number; readonly fence: bigint | undefined; readonly lapsed: Effect.Effect<boolean>; readonly heldThrough: Effect.Effect<Effect.Effect<boolean | undefined>> }>,
+      SemaphoreError
+    > => {
       const sentAt = performance.now()
       const free: Array<number> = []
       for (let i = 0; i < ids.length; i++) if (!lane.held.has(ids[i]!)) free.push(i)
@@ -779,7 +809,8 @@ export const make = (options: PgProviderOptions = {}): Effect.Effect<SemaphorePr
           // session does not answer now. A session that answers has lived throughout — its locks with
           // it, so nobody else can have taken the slot — and the answer renews the markers.
           const lapsed = lapsedCheck(lane, sentAt)
-          return Option.some({ index, fence: row.fence === null ? undefined : BigInt(row.fence), lapsed })
+          lane.answeredAt = Math.max(lane.answeredAt, sentAt)
+          return Option.some({ index, fence: row.fence === null ? undefined : BigInt(row.fence), lapsed, heldThrough: heldThroughOf(lane, sentAt) })
         })
       )
     }
@@ -793,6 +824,7 @@ export const make = (options: PgProviderOptions = {}): Effect.Effect<SemaphorePr
     const unlock = (lane: Lane, name: string, id: string, last: boolean): Effect.Effect<void> =>
       Effect.suspend(() => {
         if (lane.dead) return forget(lane, id)
+        const sent = performance.now()
         // the marker's removal is committed asynchronously (a crash may lose it: the slot then waits for
         // the marker to expire, never the other way round); a fused finalize commits as the store's write does
         const [text, params] = sql`WITH ${releaseCtes(name, id, lane.token, last ? resetDeadline : null)}
@@ -800,7 +832,11 @@ SELECT released, ${markers} AND set_config('synchronous_commit', 'off', true) IS
         return query(lane, text, params).pipe(
           Effect.matchEffect({
             onFailure: () => Effect.andThen(kill(lane), forget(lane, id)),
-            onSuccess: () => Effect.sync(() => void lane.held.delete(id))
+            onSuccess: () =>
+              Effect.sync(() => {
+                lane.held.delete(id)
+                lane.answeredAt = Math.max(lane.answeredAt, sent)
+              })
           })
         )
       })
@@ -816,7 +852,8 @@ SELECT released, ${markers} AND set_config('synchronous_commit', 'off', true) IS
       id: string,
       index: number,
       fence: bigint | undefined,
-      lapsed: Effect.Effect<boolean>
+      lapsed: Effect.Effect<boolean>,
+      heldThrough: Effect.Effect<Effect.Effect<boolean | undefined>>
     ): Held => {
       // this slot is held until it is unlocked: by `unlock`, or by a store's finalizing statement
       let mine = true
@@ -830,13 +867,14 @@ SELECT released, ${markers} AND set_config('synchronous_commit', 'off', true) IS
           yield* Scope.close(lane.scope, Exit.void)
         }
       })
-      const slot: Slot = { name, index, lost: Deferred.await(lane.lost), fence, lapsed }
+      const slot: Slot = { name, index, lost: Deferred.await(lane.lost), fence, lapsed, heldThrough }
       const runOnLane = (text: string, params: ReadonlyArray<unknown>) =>
         Effect.suspend(() => {
           if (!holds()) return Effect.failSync(() => new SemaphoreError({ name, message: "slot no longer held" }))
           const failed = (cause: unknown) => new SemaphoreError({ name, message: "finalizing statement failed on the slot connection", cause })
           const lostMeanwhile = () => new SemaphoreError({ name, message: "slot connection lost during the finalizing statement" })
           const via = lane.via
+          const sent = performance.now()
           // the statement itself is never interrupted (see the module note); a lane lost meanwhile ends
           // the wait. On the driver's client, one callback each (no fiber); else a race of two fibers
           // (made interruptible: a finalizing write runs uninterruptibly, and the race awaits its loser)
@@ -854,6 +892,9 @@ SELECT released, ${markers} AND set_config('synchronous_commit', 'off', true) IS
                   lane.onDeath.add(onDeath)
                   queryNamed(via.client, text, params, (err, rows) => {
                     lane.onDeath.delete(onDeath)
+                    // an error the server sent about the statement (not about the session): the session
+                    // was alive after the statement was sent
+                    if (err !== undefined && serverAnswered(err)) lane.answeredAt = Math.max(lane.answeredAt, sent)
                     if (finished) return
                     finished = true
                     resume(err !== undefined ? Effect.fail(failed(err)) : Effect.succeed(rows))
@@ -875,6 +916,7 @@ SELECT released, ${markers} AND set_config('synchronous_commit', 'off', true) IS
               Effect.sync(() => {
                 mine = false
                 lane.held.delete(id)
+                lane.answeredAt = Math.max(lane.answeredAt, sent)
               })
             )
           )
@@ -902,11 +944,40 @@ SELECT released, ${markers} AND set_config('synchronous_commit', 'off', true) IS
       return { slot, release }
     }
 
-    /** The holder-side deadline of a slot taken by a statement sent at `sentAt` on `lane` (see `scanLane`). */
+    /**
+     * `Slot.heldThrough` of a slot taken by a statement sent at `sentAt` on `lane`: whether nobody else
+     * can have been granted it between then and the run's end (`at`, noted when this is run).
+     * - A statement sent on the slot's session at or after `at` was answered: the session lived past
+     *   `at`, and a session's advisory lock is freed only with it (or by this holder's release, which
+     *   comes after the run), so the lock was held throughout. This is the only proof without lock-delay:
+     *   the server frees a dead session's lock at once, and the holder hears of the death only later,
+     *   so a death noticed after the end may have happened before it.
+     * - With lock-delay markers, also: `at` came within three quarters of the deadline after the last
+     *   renewal (or the acquisition) was sent. The marker then still blocked the slot (it expires one
+     *   deadline after that at the earliest, and a dead lane's marker is dropped only once its holder's
+     *   scope releases the slot, after the run), so whether the session died before or after `at`, no
+     *   scan could grant the slot before it — the lapse rule, at the run's end. A marker is written
+     *   with asynchronous commit: a server that crashes and is back before the run ends may have
+     *   forgotten it, the residual the lapse check already carries (a holder paused across a crash).
+     */
+    const heldThroughOf = (lane: Lane, sentAt: number): Effect.Effect<Effect.Effect<boolean | undefined>> =>
+      Effect.sync(() => {
+        const at = performance.now()
+        return Effect.sync(() =>
+          lane.answeredAt >= at || (markers && at - Math.max(sentAt, lane.renewedAt) < lapseAfterMs) ? true : lane.dead ? false : undefined
+        )
+      })
+
+    /**
+     * The holder-side deadline of a slot taken by a statement sent at `sentAt` on `lane` (see
+     * `scanLane`): passed with no renewal, and the session does not answer now. A lane that died within
+     * the deadline has not lapsed: its slot was lost, which `lost` and `heldThrough` tell.
+     */
     const lapsedCheck = (lane: Lane, sentAt: number): Effect.Effect<boolean> =>
       Effect.suspend(() => {
-        if (lane.dead) return Effect.succeed(true)
-        if (performance.now() - Math.max(sentAt, lane.renewedAt) < lapseAfterMs) return Effect.succeed(false)
+        const withinDeadline = performance.now() - Math.max(sentAt, lane.renewedAt) < lapseAfterMs
+        if (lane.dead) return Effect.succeed(!withinDeadline)
+        if (withinDeadline) return Effect.succeed(false)
         return ping(lane).pipe(
           Effect.map(() => lane.dead),
           Effect.catch(() => Effect.as(kill(lane), true))
@@ -936,11 +1007,11 @@ SELECT released, ${markers} AND set_config('synchronous_commit', 'off', true) IS
         const [h] = list.splice(at, 1)
         if (list.length === 0) handedOver.delete(name)
         if (h!.lane.dead) return Effect.as(dropHandedOver(name, h!), Option.none())
-        return Effect.succeed(Option.some(holding(h!.lane, name, h!.id, h!.index, h!.fence, lapsedCheck(h!.lane, h!.sentAt))))
+        return Effect.succeed(Option.some(holding(h!.lane, name, h!.id, h!.index, h!.fence, lapsedCheck(h!.lane, h!.sentAt), heldThroughOf(h!.lane, h!.sentAt))))
       })
     /** Releases a handed-over slot nobody took (or whose lane died). */
     const dropHandedOver = (name: string, h: HandedOver) =>
-      holding(h.lane, name, h.id, h.index, h.fence, Effect.succeed(true)).release
+      holding(h.lane, name, h.id, h.index, h.fence, Effect.succeed(true), Effect.succeed(Effect.succeed(false))).release
     /** Releases the handed-over slots left unasked for `ADOPT_WITHIN_MS` (from the watchdog's tick). */
     const sweepHandedOver = Effect.suspend(() => {
       const now = performance.now()
@@ -967,9 +1038,9 @@ SELECT released, ${markers} AND set_config('synchronous_commit', 'off', true) IS
           yield* Scope.close(lane.scope, Exit.void)
           return Option.none()
         }
-        const { fence, index, lapsed } = taken.value
+        const { fence, heldThrough, index, lapsed } = taken.value
         yield* watch(lane)
-        return Option.some(holding(lane, name, ids[index]!, index, fence, lapsed))
+        return Option.some(holding(lane, name, ids[index]!, index, fence, lapsed, heldThrough))
       })
 
     /** Multiplexed: K long-lived connections, each with its own mutex (the in-process gate). */
@@ -991,8 +1062,8 @@ SELECT released, ${markers} AND set_config('synchronous_commit', 'off', true) IS
           const taken = yield* scanLane(current, name, ids)
           return Option.map(
             taken,
-            ({ fence, index, lapsed }): Held => ({
-              slot: { name, index, lost: Deferred.await(current.lost), fence, lapsed },
+            ({ fence, heldThrough, index, lapsed }): Held => ({
+              slot: { name, index, lost: Deferred.await(current.lost), fence, lapsed, heldThrough },
               release: entry.mutex(unlock(current, name, ids[index]!, false))
             })
           )

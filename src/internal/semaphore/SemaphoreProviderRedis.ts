@@ -186,10 +186,17 @@ export const make = (client: RedisClient, options: RedisProviderOptions = {}): E
      * lease is found gone or taken over, or when no renewal has succeeded by `validUntil` (counted from
      * when the last successful call was sent, minus the margin).
      */
-    const keepLease = (key: string, name: string, slot: number, token: string, lost: Deferred.Deferred<void>, lease: { validUntil: number }) => {
+    const keepLease = (key: string, name: string, slot: number, token: string, lost: Deferred.Deferred<void>, lease: Lease) => {
       const renew = Effect.flatMap(Clock.currentTimeMillis, (sent) =>
         call(name, "lease renewal failed", () => scripts.warpSemaphoreRenew(key, slot, token, leaseMs)).pipe(
-          Effect.flatMap((ok) => (ok === 1 ? Effect.sync(() => void (lease.validUntil = Math.max(lease.validUntil, sent + leaseMs - marginMs))) : Effect.fail("gone" as const))),
+          Effect.flatMap((ok) =>
+            ok === 1
+              ? Effect.sync(() => {
+                  lease.validUntil = Math.max(lease.validUntil, sent + leaseMs - marginMs)
+                  lease.provenAt = Math.max(lease.provenAt, sent)
+                })
+              : Effect.sync(() => void (lease.gone = true)).pipe(Effect.andThen(Effect.fail("gone" as const)))
+          ),
           // a failed call is retried at the next beat; the deadline decides when it is too late
           Effect.catchTag("SemaphoreError", () => Effect.void)
         )
@@ -219,15 +226,24 @@ export const make = (client: RedisClient, options: RedisProviderOptions = {}): E
         const slot = Number(answer[0])
         const fence = BigInt(answer[1])
         const lost = yield* Deferred.make<void>()
-        const lease = { validUntil: sentAt + leaseMs - marginMs }
+        const lease: Lease = { validUntil: sentAt + leaseMs - marginMs, provenAt: sentAt, gone: false }
         const fiber = yield* keepLease(key, name, slot, token, lost, lease)
-        // the holder-side deadline passed (a pause can outrun the deadline's own timer), or the slot was lost
-        const lapsed = Effect.flatMap(Clock.currentTimeMillis, (t) => (t >= lease.validUntil ? Effect.succeed(true) : Deferred.isDone(lost)))
+        // the holder-side deadline passed (a pause can outrun the deadline's own timer); a lease found gone
+        // before it was lost, not lapsed (`lost` and `heldThrough` tell)
+        const lapsed = Effect.map(Clock.currentTimeMillis, (t) => t >= lease.validUntil)
         const release = Fiber.interrupt(fiber).pipe(
           Effect.andThen(call(name, "release script failed", () => scripts.warpSemaphoreRelease(key, slot, token))),
           Effect.ignore
         )
-        return Option.some({ slot: { name, index: slot, lost: Deferred.await(lost), fence, lapsed }, release })
+        // the run's end `at`: a renewal sent at or after it found the lease this holder's; or, the lease
+        // not found gone (only unrenewed: Redis unreachable, or this process paused), `at` came before the
+        // holder's own deadline, before which Redis cannot have let the lease expire (a Redis restarted
+        // meanwhile grants nothing for one lease after its start). A lease found gone may have been
+        // removed at any time since the last renewal: without a later renewal, no verdict of held
+        const heldThrough = Effect.map(Clock.currentTimeMillis, (at) =>
+          Effect.sync(() => (lease.provenAt >= at || (!lease.gone && at < lease.validUntil) ? true : false))
+        )
+        return Option.some({ slot: { name, index: slot, lost: Deferred.await(lost), fence, lapsed, heldThrough }, release })
       })
 
     const service: SemaphoreProviderService = {
@@ -251,6 +267,17 @@ export const make = (client: RedisClient, options: RedisProviderOptions = {}): E
     }
     return service
   })
+
+/**
+ * What a holder knows of its lease: until when (epoch ms, counted from the send of the last successful
+ * call, minus the margin) Redis cannot have let it expire, when that call was sent, and whether a
+ * renewal found it gone or taken over.
+ */
+interface Lease {
+  validUntil: number
+  provenAt: number
+  gone: boolean
+}
 
 /** A Redis provider Layer owning its own ioredis client (connected when built, closed with the Layer). */
 export const layer = (options: RedisLayerOptions = {}): Layer.Layer<SemaphoreProvider, SemaphoreError | MissingPeerDependency> =>

@@ -42,6 +42,22 @@ export interface FinalizeOptions {
   readonly release?: FusedRelease | undefined
   /** The lane's next claim, carried by a statement that frees a slot (`release`). */
   readonly next?: NextClaim | undefined
+  /**
+   * With `release`: what is written instead when the statement failed on the slot's connection and the
+   * store refused to write the outcome without it (`FusedRelease.fallback`: the slot could not be shown
+   * held up to the run's end); `used` is told.
+   */
+  readonly unproven?: { readonly outcome: Outcome; readonly used: () => void } | undefined
+}
+
+/** Whether `e`'s cause chain holds a `SemaphoreError` (a fused release refused its fallback). */
+const slotRefused = (e: unknown): boolean => {
+  let current: unknown = e
+  for (let depth = 0; depth < 8 && current !== undefined && current !== null; depth++) {
+    if ((current as { _tag?: unknown })._tag === "SemaphoreError") return true
+    current = (current as { cause?: unknown }).cause
+  }
+  return false
 }
 
 /**
@@ -90,8 +106,9 @@ export const make = (store: JobStoreService, state: WorkerState): Finalizer => {
       yield* store.appendLog(job.id, "Recovered", text).pipe(Effect.retry({ schedule: storeRetry, times: 20 }), Effect.ignore)
     })
 
-  const finalize = (job: Job, outcome: Outcome, metadata: unknown, options?: FinalizeOptions) =>
+  const finalize = (job: Job, given: Outcome, metadata: unknown, options?: FinalizeOptions) =>
     Effect.gen(function* () {
+      let outcome = given
       let failedAt: number | undefined
       let delay = 50
       let rejected = 0
@@ -118,10 +135,24 @@ export const make = (store: JobStoreService, state: WorkerState): Finalizer => {
             }
           }
         }
+        // the slot's connection died under the statement and the slot cannot be shown held up to the
+        // run's end (the store refused to write without it): its requeue is written instead, at once
+        // (not an outage of the store: kept out of its health)
+        const unproven = fused !== undefined ? options?.unproven : undefined
+        const refused = { refused: true } as const
         const result = yield* Effect.result(
-          health.observe(store.finalize({ job, workerId: state.config.workerId, outcome, metadata, handlerRan, release: fused, claim }))
+          health.observe(
+            store.finalize({ job, workerId: state.config.workerId, outcome, metadata, handlerRan, release: fused, claim }).pipe(
+              Effect.catchIf((e) => unproven !== undefined && slotRefused(e), () => Effect.succeed(refused))
+            )
+          )
         )
         fused = undefined
+        if (result._tag === "Success" && result.success === refused && unproven !== undefined) {
+          outcome = unproven.outcome
+          unproven.used()
+          continue
+        }
         const now = yield* Clock.currentTimeMillis
         if (result._tag === "Success") {
           if (failedAt !== undefined) yield* Metric.modify(StoreHealth.finalizesPending, -1)

@@ -36,7 +36,7 @@ import * as Layer from "effect/Layer"
 import * as Metric from "effect/Metric"
 import * as Option from "effect/Option"
 import * as Scope from "effect/Scope"
-import { type Attempt, HeldSlot, SlotLapse } from "../attempt/Attempt.js"
+import { type Attempt, HeldSlot, lostAfterEndText, SlotEnd } from "../attempt/Attempt.js"
 import * as AttemptRecord from "../attempt/AttemptRecord.js"
 import * as ConcurrencySlot from "../attempt/ConcurrencySlot.js"
 import * as JobContext from "../attempt/JobContext.js"
@@ -50,7 +50,7 @@ import * as Telemetry from "../observability/Telemetry.js"
 import { GlobalPolicies } from "../policy/GlobalPolicies.js"
 import type { FamilyName } from "../policy/PolicyFamily.js"
 import type { ConcurrencyPolicy } from "../policy/PolicyValues.js"
-import { fusedRelease } from "../semaphore/SemaphoreProviderPg.js"
+import { type FusedRelease, fusedRelease } from "../semaphore/SemaphoreProviderPg.js"
 import type { SemaphoreProviderService } from "../semaphore/SemaphoreProvider.js"
 import { type Finalizer, type NextClaim, rowConcurrency } from "./Finalize.js"
 import { cancelled, cancelOf, runHandler, runSaga } from "./RunHandler.js"
@@ -246,7 +246,7 @@ export const make = (options: RunnerOptions): AttemptRunner => {
       /** The handler, timed (the lane sizes its claims by how long handlers take, not by its own wall time). */
       const handler = timed(record, runHandler(state, record, attempt, keySource))
       /** The finalizing write (once); `release`: the held slot's, freed in the same statement, with the lane's next claim. */
-      const finalize = (outcome: Outcome, release?: Parameters<typeof fusedRelease>[0]) => finalizeOnce(job, record, slot, outcome, metadata, release, next)
+      const finalize = (outcome: Outcome, release?: Parameters<typeof fusedRelease>[0]) => finalizeOnce(job, record, slot, outcome, metadata, release, next, policy?.key)
 
       if (under !== undefined) return yield* underHeldSlot(job, fiber, under, attempt, record, handler, finalize)
 
@@ -257,7 +257,7 @@ export const make = (options: RunnerOptions): AttemptRunner => {
       const body: Effect.Effect<Outcome, never, Scope.Scope> =
         h._tag === "SagaHandler"
           ? timed(record, runSaga(state, record, options.locks, attempt, h))
-          : compose(outer, attempt, Effect.provideService(inSlot(fiber, attempt, handler, finalize, wait), ConcurrencySlot.SlotScope, undefined)).pipe(
+          : compose(outer, attempt, Effect.provideService(inSlot(record, fiber, attempt, handler, finalize, wait), ConcurrencySlot.SlotScope, undefined)).pipe(
               Effect.provideService(ConcurrencySlot.SlotScope, slot.scope)
             )
       const outcome = yield* Effect.scoped(body).pipe(
@@ -277,13 +277,14 @@ export const make = (options: RunnerOptions): AttemptRunner => {
    * can; or, reusing a Wait-mode slot, the write and then the next due jobs of the key under the slot.
    */
   const inSlot = (
+    record: AttemptRecord.AttemptRecordState,
     fiber: FiberState,
     attempt: Attempt,
     handler: Effect.Effect<Outcome>,
     finalize: (outcome: Outcome, release?: Parameters<typeof fusedRelease>[0]) => Effect.Effect<void>,
     wait: ConcurrencyPolicy | undefined
   ): Effect.Effect<Outcome, never, Scope.Scope> => {
-    const inside = Effect.flatMap(compose(inner, attempt, handler), lapseChecked)
+    const inside = Effect.flatMap(compose(inner, attempt, handler), lapseChecked(record))
     const reusing = wait !== undefined && wait.total === undefined && config.reuse !== undefined && !(fiber.reuseSkip-- > 0)
     if (reusing) {
       return Effect.tap(inside, (outcome) =>
@@ -327,7 +328,7 @@ export const make = (options: RunnerOptions): AttemptRunner => {
         fiber.later.push(job)
         return undefined
       }
-      const outcome = yield* Effect.scoped(Effect.flatMap(compose(inner, attempt, handler), lapseChecked)).pipe(defectToFailed)
+      const outcome = yield* Effect.scoped(Effect.flatMap(compose(inner, attempt, handler), lapseChecked(record))).pipe(defectToFailed)
       // forked and recorded in one uninterruptible step: an interruption sees either no write (and the
       // record's finalization requeues the job) or the write on its way, which owns the job's in-flight entry
       yield* Effect.uninterruptible(
@@ -344,7 +345,14 @@ export const make = (options: RunnerOptions): AttemptRunner => {
 
   // ── its pieces ─────────────────────────────────────────────────────────────────────────────────
 
-  /** The finalizing write of `record`'s attempt, once (uninterruptible); `release`: the slot it frees in the same statement. */
+  /**
+   * The finalizing write of `record`'s attempt, once (uninterruptible); `release`: the slot it frees in
+   * the same statement (of `key`). Should that statement fail on the slot's connection (it died), the
+   * store writes the outcome through its pool only if the slot proves it stayed held up to the run's end
+   * (`Slot.heldThrough`, marked before the statement is sent: an instant after the end, so a stricter
+   * question); else
+   * the attempt is requeued as a slot lost after its handler ended.
+   */
   const finalizeOnce = (
     job: Job,
     record: AttemptRecord.AttemptRecordState,
@@ -352,20 +360,30 @@ export const make = (options: RunnerOptions): AttemptRunner => {
     outcome: Outcome,
     metadata: unknown,
     release: Parameters<typeof fusedRelease>[0] | undefined,
-    next: NextClaim | undefined
+    next: NextClaim | undefined,
+    key: string | undefined
   ): Effect.Effect<void> =>
     Effect.suspend(() => {
       if (record.outcome !== undefined) return Effect.void
-      const fused = release === undefined ? undefined : fusedRelease(release)
+      const offered = release === undefined ? undefined : fusedRelease(release)
       return Effect.uninterruptible(
-        Effect.map(
-          finalizer.finalize(job, outcome, metadata, { handlerRan: record.handlerRan, release: fused, next: fused === undefined ? undefined : next }),
-          () => {
-            record.outcome = outcome
-            // the provider no longer offers the release: the statement ran it (or the slot was lost meanwhile)
-            if (release !== undefined && fused !== undefined) slot.releasedByStatement = fusedRelease(release) === undefined
+        Effect.gen(function* () {
+          let fused: FusedRelease | undefined = offered
+          let written = outcome
+          let unproven: { readonly outcome: Outcome; readonly used: () => void } | undefined
+          if (offered !== undefined && release !== undefined) {
+            const verdict = release.heldThrough === undefined ? Effect.succeed(false) : yield* release.heldThrough
+            fused = { ...offered, fallback: Effect.map(verdict, (held) => held === true) }
+            unproven = {
+              outcome: Outcome.Requeued({ reason: lostAfterEndText(`Slot of '${key ?? release.name}'`), keepsPlace: true }),
+              used: () => void (written = unproven!.outcome)
+            }
           }
-        )
+          yield* finalizer.finalize(job, outcome, metadata, { handlerRan: record.handlerRan, release: fused, next: fused === undefined ? undefined : next, unproven })
+          record.outcome = written
+          // the provider no longer offers the release: the statement ran it (or the slot was lost meanwhile)
+          if (release !== undefined && offered !== undefined) slot.releasedByStatement = fusedRelease(release) === undefined
+        })
       )
     })
 
@@ -377,15 +395,18 @@ export const make = (options: RunnerOptions): AttemptRunner => {
     })
 
   /**
-   * A run whose slot lapsed meanwhile (its process paused or cut off past the provider's deadline) is
-   * requeued, whatever its handler returned: asked of the gate's `SlotLapse` after the handler, before
-   * the finalizing write (under a reused slot too).
+   * The end of the run inside the slot (the handler and the behaviors around it), told to the gate
+   * (`SlotEnd`) before the finalizing write (under a reused slot too): a slot lost after it is judged
+   * at it, and a run whose slot lapsed meanwhile (its process paused or cut off past the provider's
+   * deadline) is requeued, whatever its handler returned. The instant is kept in the attempt's record.
    */
-  const lapseChecked = (outcome: Outcome): Effect.Effect<Outcome> =>
-    Effect.map(
-      Effect.flatMap(SlotLapse, (check) => check),
-      (reason) => (reason === undefined ? outcome : Outcome.Requeued({ reason, keepsPlace: true }))
-    )
+  const lapseChecked =
+    (record: AttemptRecord.AttemptRecordState) =>
+    (outcome: Outcome): Effect.Effect<Outcome> =>
+      Effect.flatMap(SlotEnd, (end) => {
+        record.handlerEndedAt ??= performance.now()
+        return end(outcome)
+      })
 
   /**
    * Whether the slot the calling fiber holds admits `attempt` too: every behavior that holds a slot

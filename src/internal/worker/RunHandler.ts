@@ -15,7 +15,7 @@ import * as Option from "effect/Option"
 import * as Queue from "effect/Queue"
 import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
-import { type Attempt, CurrentAttempt, CurrentSlot, interruptFork, lapsedText, untilLost } from "../attempt/Attempt.js"
+import { type Attempt, CurrentAttempt, CurrentSlot, interruptFork, lapsedText, lostAfterEndText, lostText, untilLost } from "../attempt/Attempt.js"
 import type { AttemptRecordState } from "../attempt/AttemptRecord.js"
 import type { AttemptInfo, SlotInfo } from "../job/Handler.js"
 import type { Job } from "../job/Job.js"
@@ -133,9 +133,26 @@ export const runSaga = (
     // whose lock lapsed meanwhile (its process paused or cut off past the deadline) is not recorded
     const lock = slot.value
     const what = `Lock of saga correlation '${name}'`
-    const outcome = yield* untilLost(runHandler(state, record, attempt), lock.lost, () =>
-      Outcome.Requeued({ reason: `${what} lost while running (connection to the semaphore provider died); requeued`, keepsPlace: true })
+    // the end of the run: a lock found lost after it keeps the outcome only if its provider shows it
+    // stayed held up to the end (see `Slot.heldThrough`)
+    let verdict: Effect.Effect<boolean | undefined> | undefined
+    let ended: Outcome | undefined
+    const outcome = yield* untilLost(
+      Effect.tap(runHandler(state, record, attempt), (o) =>
+        lock.heldThrough === undefined
+          ? Effect.void
+          : Effect.map(lock.heldThrough, (v) => {
+              verdict = v
+              ended = o
+            })
+      ),
+      lock.lost,
+      () =>
+        verdict === undefined
+          ? Effect.succeed(Outcome.Requeued({ reason: lostText(what), keepsPlace: true }))
+          : Effect.map(verdict, (held) => (held === true && ended !== undefined ? ended : Outcome.Requeued({ reason: lostAfterEndText(what), keepsPlace: true })))
     )
     if (lock.lapsed !== undefined && (yield* lock.lapsed)) return Outcome.Requeued({ reason: lapsedText(what), keepsPlace: true })
+    if (verdict !== undefined && (yield* verdict) === false) return Outcome.Requeued({ reason: lostAfterEndText(what), keepsPlace: true })
     return outcome
   }).pipe(Effect.catch((e) => Effect.succeed(Outcome.Failed({ error: e.message }))))

@@ -58,8 +58,13 @@ export const finalize = (
   }
   const alone = sql`WITH ${write}, ${fused.statement} SELECT count(*)::int AS n, (SELECT released FROM r) AS released FROM u`
   // the slot's connection could not run it (lost, or the statement failed there): the slot is lost
-  // either way, and the write goes through the pool alone (it lands only if this attempt still owns the row)
-  const viaPool = (self: Effect.Effect<boolean, SemaphoreError>) => Effect.catchTag(self, "SemaphoreError", () => Effect.map(alone, written))
+  // either way, and the write goes through the pool alone (it lands only if this attempt still owns the
+  // row) — if the slot stayed held up to the run's end (`FusedRelease.fallback`); else the error goes
+  // back to the worker, which writes the requeue instead
+  const viaPool = (self: Effect.Effect<boolean, SemaphoreError>) =>
+    Effect.catchTag(self, "SemaphoreError", (e) =>
+      Effect.flatMap(fused.fallback ?? Effect.succeed(true), (kept): Effect.Effect<boolean, unknown> => (kept ? Effect.map(alone, written) : Effect.fail(e)))
+    )
   if (claim === undefined) {
     const [text, params] = alone.compile()
     return fused.run(text, params).pipe(Effect.map(written), viaPool, Effect.mapError(fail("finalize")))
