@@ -2,7 +2,8 @@
  * The in-memory job store: one process, same contract as the PostgreSQL store. Every operation runs
  * as one synchronous step, so concurrent fibers never observe a half-applied write. Time comes from
  * Effect's `Clock`, so tests can drive it with `TestClock`. Fifo-mode rows are claimed by the same rule
- * as in the PostgreSQL store (see `JobStoreService.fetch`).
+ * as in the PostgreSQL store (see `JobStoreService.fetch`). Wake-up hints (`JobStoreService.wakeups`) go
+ * to the workers through an in-process `PubSub`, sent as the PostgreSQL store sends them.
  *
  * @since 0.1.0
  */
@@ -11,6 +12,8 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
+import * as PubSub from "effect/PubSub"
+import * as Stream from "effect/Stream"
 import { Job, type JobLog } from "../job/Job.js"
 import { counterOf, logOf, stateOf } from "../job/Outcome.js"
 import {
@@ -20,6 +23,7 @@ import {
   operatorCause,
   replacedCause,
   claimOrder,
+  concurrencyKeyOf,
   counterKeys,
   emptyCounts,
   fairMerge,
@@ -40,11 +44,12 @@ import {
 import * as SemaphoreProviderMemory from "../semaphore/SemaphoreProviderMemory.js"
 import * as KeyInsightMemory from "./KeyInsightMemory.js"
 import { StoreError } from "./StoreError.js"
+import type { Wakeup } from "./Wakeup.js"
 
 const clone = (j: Job, patch: Partial<ConstructorParameters<typeof Job>[0]>): Job => new Job({ ...j, ...patch })
 
 /** Builds an empty in-memory store. */
-export const make = Effect.flatMap(SemaphoreProviderMemory.make, (locks) => Effect.sync(() => {
+export const make = Effect.flatMap(Effect.zip(SemaphoreProviderMemory.make, PubSub.unbounded<Wakeup>()), ([locks, hub]) => Effect.sync(() => {
   const jobs = new Map<string, Job>()
   const logs = new Map<string, Array<JobLog>>()
   const counters = new Map<string, number>()
@@ -159,16 +164,33 @@ export const make = Effect.flatMap(SemaphoreProviderMemory.make, (locks) => Effe
             if (r.state === "Scheduled") originFor.set(r.id, r.scheduleTime)
             log(r.id, at, r.state, r.state === "Scheduled" ? `Scheduled for ${r.scheduleTime.toISOString()}` : "Enqueued")
           }
+          // one hint per insert, as the PostgreSQL store's one notification per statement
+          let due = 0
+          let earliest: number | undefined
+          for (const r of rows) {
+            const t = r.scheduleTime.getTime()
+            if (r.state === "Enqueued" || t <= at.getTime()) due++
+            else if (earliest === undefined || t < earliest) earliest = t
+          }
+          if (due > 0) PubSub.publishUnsafe(hub, { _tag: "Due", count: due })
+          if (earliest !== undefined) PubSub.publishUnsafe(hub, { _tag: "Future", inMs: earliest - at.getTime() })
           return Effect.void
         })
       ),
 
-    fetch: (workerId, limit, lease) =>
+    fetch: (workerId, limit, lease, hint) =>
       Effect.map(now, (at) => {
+        // rows of keys the fetching fiber just found full are left to other fibers, as the PostgreSQL claim does
+        const contended = hint === undefined || hint.contended.length === 0 ? undefined : new Set(hint.contended)
+        const free = (j: Job) => {
+          if (contended === undefined) return true
+          const key = concurrencyKeyOf(j.metadata)
+          return key === undefined || !contended.has(key)
+        }
         const byTime = (a: Job, b: Job) => a.scheduleTime.getTime() - b.scheduleTime.getTime() || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0)
         // at most one Fifo row: of the keys' next claimable rows, the one due first
         const fifo = [...fifoClaimable(at)].map((id) => jobs.get(id)!).sort(byTime).slice(0, 1)
-        const pendingDue = (j: Job) => (j.state === "Enqueued" || j.state === "Scheduled") && j.scheduleTime.getTime() <= at.getTime()
+        const pendingDue = (j: Job) => (j.state === "Enqueued" || j.state === "Scheduled") && j.scheduleTime.getTime() <= at.getTime() && free(j)
         const candidates = [...jobs.values()]
         // fair-share rows in tag order, merged with the rest by ScheduleTime (see `fairMerge`)
         const fair = candidates.filter((j) => pendingDue(j) && j.fairTag !== undefined && fifoPolicyOf(j) === undefined)
@@ -234,6 +256,16 @@ export const make = Effect.flatMap(SemaphoreProviderMemory.make, (locks) => Effe
         const l = logOf(outcome)
         log(job.id, at, l.kind, l.message)
         bump(counterOf(outcome), job.type)
+        // the handler ran under its key's slot, freed now: a hint when due jobs of the key wait
+        const key = handlerRan ? concurrencyKeyOf(metadata) : undefined
+        if (key !== undefined) {
+          for (const j of jobs.values()) {
+            if ((j.state === "Enqueued" || j.state === "Scheduled") && j.scheduleTime.getTime() <= at.getTime() && concurrencyKeyOf(j.metadata) === key) {
+              PubSub.publishUnsafe(hub, { _tag: "Freed", key })
+              break
+            }
+          }
+        }
         return true
       }),
 
@@ -390,6 +422,17 @@ export const make = Effect.flatMap(SemaphoreProviderMemory.make, (locks) => Effe
     counters: Effect.sync(() => new Map(counters)),
 
     locks,
+
+    wakeups: Effect.map(PubSub.subscribe(hub), Stream.fromSubscription),
+
+    nextDue: Effect.map(now, (at) => {
+      let earliest: number | undefined
+      for (const j of jobs.values()) {
+        const t = j.scheduleTime.getTime()
+        if ((j.state === "Enqueued" || j.state === "Scheduled") && t > at.getTime() && (earliest === undefined || t < earliest)) earliest = t
+      }
+      return earliest === undefined ? Option.none() : Option.some(earliest - at.getTime())
+    }),
 
     insight: KeyInsightMemory.make({ jobs, logs, originFor, reported: () => [...workers.values()].map((w) => ({ workerId: w.report.workerId, slots: w.report.slots })) })
   }
