@@ -221,6 +221,19 @@ describe("instant pickup on postgres: the listening connection", () => {
       })
     ).pipe(Effect.provide(env(JobStorePg.layer.pipe(Layer.provideMerge(freshPgLayer()))))), 30_000)
 
+  it.live("an enqueue inside the caller's transaction wakes the worker at commit", () =>
+    Effect.scoped(
+      Effect.gen(function* () {
+        const publisher = yield* Publisher.Publisher
+        const sql = yield* SqlClient.SqlClient
+        yield* idleWorker("w1")
+        yield* next("empty:w1")
+        // the notification goes with the transaction's commit
+        yield* sql.withTransaction(publisher.enqueue(Ping, { n: 1 }))
+        yield* started(1)
+      })
+    ).pipe(Effect.provide(env(JobStorePg.layer.pipe(Layer.provideMerge(freshPgLayer()))))), 30_000)
+
   it.live("instantPickup: false sends no hints and listens to nothing; workers poll", () =>
     Effect.gen(function* () {
       const store = yield* JobStore
