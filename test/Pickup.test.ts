@@ -165,7 +165,7 @@ for (const [name, store] of stores) {
         })
       ).pipe(Effect.provide(env(store()))), 30_000)
 
-    it.live("a finalizing write sends Freed only when it frees a slot of a key with due jobs waiting", () =>
+    it.live("a finalizing write sends Freed only when it frees a slot of a key with due jobs waiting; an operator's requeue sends Due", () =>
       Effect.scoped(
         Effect.gen(function* () {
           const store = yield* JobStore
@@ -190,6 +190,9 @@ for (const [name, store] of stores) {
             if (h._tag !== "Connected") seen.push(h)
           }
           expect(seen).toEqual([{ _tag: "Due", count: 4 }, { _tag: "Freed", key: "k" }])
+          // an operator's requeue: the rows are due now
+          expect(yield* store.operate("requeue", ["d"])).toEqual({ changed: 1, skipped: 0 })
+          expect(yield* Effect.repeat(Queue.take(hints), { until: (h) => h._tag !== "Connected" })).toEqual({ _tag: "Due", count: 1 })
         })
       ).pipe(Effect.provide(env(store()))), 30_000)
   })

@@ -178,19 +178,12 @@ export const make = Effect.flatMap(Effect.zip(SemaphoreProviderMemory.make, PubS
         })
       ),
 
-    fetch: (workerId, limit, lease, hint) =>
+    fetch: (workerId, limit, lease) =>
       Effect.map(now, (at) => {
-        // rows of keys the fetching fiber just found full are left to other fibers, as the PostgreSQL claim does
-        const contended = hint === undefined || hint.contended.length === 0 ? undefined : new Set(hint.contended)
-        const free = (j: Job) => {
-          if (contended === undefined) return true
-          const key = concurrencyKeyOf(j.metadata)
-          return key === undefined || !contended.has(key)
-        }
         const byTime = (a: Job, b: Job) => a.scheduleTime.getTime() - b.scheduleTime.getTime() || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0)
         // at most one Fifo row: of the keys' next claimable rows, the one due first
         const fifo = [...fifoClaimable(at)].map((id) => jobs.get(id)!).sort(byTime).slice(0, 1)
-        const pendingDue = (j: Job) => (j.state === "Enqueued" || j.state === "Scheduled") && j.scheduleTime.getTime() <= at.getTime() && free(j)
+        const pendingDue = (j: Job) => (j.state === "Enqueued" || j.state === "Scheduled") && j.scheduleTime.getTime() <= at.getTime()
         const candidates = [...jobs.values()]
         // fair-share rows in tag order, merged with the rest by ScheduleTime (see `fairMerge`)
         const fair = candidates.filter((j) => pendingDue(j) && j.fairTag !== undefined && fifoPolicyOf(j) === undefined)
@@ -256,11 +249,14 @@ export const make = Effect.flatMap(Effect.zip(SemaphoreProviderMemory.make, PubS
         const l = logOf(outcome)
         log(job.id, at, l.kind, l.message)
         bump(counterOf(outcome), job.type)
-        // the handler ran under its key's slot, freed now: a hint when due jobs of the key wait
+        // the handler ran under its key's slot, freed now: a hint when jobs of the key wait — due, or
+        // claimed (this store ignores the fetch's `contended` hint: a lane that found the key full may
+        // hold its next job while it backs off, and the hint ends that back-off)
         const key = handlerRan ? concurrencyKeyOf(metadata) : undefined
         if (key !== undefined) {
           for (const j of jobs.values()) {
-            if ((j.state === "Enqueued" || j.state === "Scheduled") && j.scheduleTime.getTime() <= at.getTime() && concurrencyKeyOf(j.metadata) === key) {
+            const waiting = j.state === "Processing" ? j.id !== job.id : (j.state === "Enqueued" || j.state === "Scheduled") && j.scheduleTime.getTime() <= at.getTime()
+            if (waiting && concurrencyKeyOf(j.metadata) === key) {
               PubSub.publishUnsafe(hub, { _tag: "Freed", key })
               break
             }
@@ -410,6 +406,7 @@ export const make = Effect.flatMap(Effect.zip(SemaphoreProviderMemory.make, PubS
           log(id, at, to.kind, to.message)
           changed++
         }
+        if (changed > 0 && to.state === "Enqueued") PubSub.publishUnsafe(hub, { _tag: "Due", count: changed })
         return { changed, skipped: unique.size - changed }
       }),
 

@@ -115,7 +115,7 @@ export const makeWith = (options: PgStoreOptions = {}) => Effect.gen(function* (
     slotAuditFindings: slotAuditFindings(sql),
     get: (id) => get(sql, id),
     list: (options) => list(sql, options),
-    operate: (action, ids) => operate(sql, action, ids),
+    operate: (action, ids) => operate(sql, action, ids, pickup),
     countByState: countByState(sql),
     counters: counters(sql),
     locks,

@@ -150,7 +150,7 @@ export const lane = (options: LaneOptions): Effect.Effect<void> =>
           const job = jobs.shift()!
           // the store ignored the hint: do not spin on a key this lane just found full
           const rowKey = rowConcurrency(job)?.key
-          if (rowKey !== undefined && (skipping.get(rowKey)?.until ?? 0) > (yield* Clock.currentTimeMillis)) yield* idle
+          if (rowKey !== undefined && (skipping.get(rowKey)?.until ?? 0) > (yield* Clock.currentTimeMillis)) yield* waker.idleOn(rowKey)
           state.inFlight.add(job.id)
           // the batch's last job: its finalizing write may claim the next row (see `CARRIED_CLAIM`)
           const next: NextClaim | undefined = jobs.length === 0 && later.length === 0 && carried === undefined

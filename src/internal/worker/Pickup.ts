@@ -38,6 +38,12 @@ export interface LaneWake {
    * the timer wakes it, the poll interval passes, or the worker stops.
    */
   readonly idle: (seen: number) => Effect.Effect<void>
+  /**
+   * The lane's back-off on a Wait-mode key it holds a claimed job of, the key full moments ago (a store
+   * that ignores the fetch's `contended` hint gave it the key's job again): one poll interval, or until
+   * a slot of `key` frees (a `Freed` hint), or the worker stops.
+   */
+  readonly idleOn: (key: string) => Effect.Effect<void>
   /** The lane leaves (it stopped). */
   readonly leave: () => void
 }
@@ -66,6 +72,8 @@ interface Joined {
   readonly forget: (key: string) => void
   /** Set while the lane sleeps: completing it wakes the lane. */
   wake: Deferred.Deferred<void> | undefined
+  /** Set while the lane backs off on a key: completing it ends the back-off. */
+  onKey: { readonly key: string; readonly wake: Deferred.Deferred<void> } | undefined
 }
 
 /**
@@ -112,7 +120,10 @@ export const make = (store: JobStoreService, state: WorkerState): Effect.Effect<
             wake(Math.max(1, hint.count))
             return Effect.void
           case "Freed":
-            if (hint.key !== undefined) for (const lane of lanes) lane.forget(hint.key)
+            for (const lane of lanes) {
+              if (hint.key !== undefined) lane.forget(hint.key)
+              if (lane.onKey !== undefined && (hint.key === undefined || lane.onKey.key === hint.key)) Deferred.doneUnsafe(lane.onKey.wake, Effect.void)
+            }
             wake(1)
             return Effect.void
           case "Connected":
@@ -141,7 +152,7 @@ export const make = (store: JobStoreService, state: WorkerState): Effect.Effect<
     )
 
     const join = (forget: (key: string) => void): LaneWake => {
-      const self: Joined = { forget, wake: undefined }
+      const self: Joined = { forget, wake: undefined, onKey: undefined }
       lanes.add(self)
       return {
         epoch: () => epoch,
@@ -162,6 +173,14 @@ export const make = (store: JobStoreService, state: WorkerState): Effect.Effect<
                     })
                   )
                 )
+              }),
+        idleOn: (key) =>
+          !enabled
+            ? plainIdle
+            : Effect.suspend(() => {
+                const d = Deferred.makeUnsafe<void>()
+                self.onKey = { key, wake: d }
+                return Effect.raceFirst(plainIdle, Deferred.await(d)).pipe(Effect.ensuring(Effect.sync(() => void (self.onKey = undefined))))
               }),
         leave: () => {
           lanes.delete(self)
