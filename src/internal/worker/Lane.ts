@@ -185,8 +185,8 @@ export const lane = (options: LaneOptions): Effect.Effect<void> =>
         if (contendedUnknown) yield* idle
       }
     }).pipe(
-      // claimed but not started (stopping, or interrupted): back to the queue
       Effect.ensuring(Effect.sync(waker.leave)),
+      // claimed but not started (stopping, or interrupted): back to the queue
       Effect.ensuring(
         Effect.suspend(() =>
           Effect.forEach([...later.splice(0), ...(carried?.splice(0) ?? [])], (job) =>
