@@ -23,6 +23,9 @@
  *
  *   npm run pickup-latency              (MODE=before | after to run one; TRIES, WAIT_TRIES)
  *
+ * 4. The floor under 1 (`FLOOR=0` skips it): a bare `pg` client's `NOTIFY` to another's receipt, timed from
+ *    the send — PostgreSQL's and the driver's part, on the same machine under the same load.
+ *
  * A figure, not a test: it prints p50 / p90 / p99 / max per mode.
  */
 import * as Deferred from "effect/Deferred"
@@ -33,6 +36,7 @@ import * as Schema from "effect/Schema"
 import * as SqlClient from "effect/sql/SqlClient"
 import { Concurrency, Contract, Database, Handler, JobParameters, JobStorePg, Publisher, Registry, SemaphoreProviderPg, Worker } from "warp-effect"
 import { JobStore, type JobStoreService } from "../src/internal/store/JobStore.js"
+import pg from "pg"
 import { admin, base, urlOf } from "./support/server.js"
 
 const TRIES = Number(process.env.TRIES ?? 200)
@@ -164,7 +168,42 @@ const measure = (mode: "before" | "after", url: string) => {
   }).pipe(Effect.scoped, Effect.provide(env))
 }
 
+/**
+ * The floor under figure 1, on the same server and machine: from sending `NOTIFY` (autocommit) on one
+ * bare `pg` client to its receipt on another that listens, `TRIES` times, one at a time.
+ */
+const floor = async (url: string): Promise<Array<number>> => {
+  const listener = new pg.Client({ connectionString: url })
+  const sender = new pg.Client({ connectionString: url })
+  await listener.connect()
+  await sender.connect()
+  await listener.query("LISTEN warp_pickup_floor")
+  const out: Array<number> = []
+  try {
+    for (let i = 0; i < TRIES; i++) {
+      await new Promise((resolve) => setTimeout(resolve, 5 + Math.floor(Math.random() * 36)))
+      const heard = new Promise<number>((resolve) => listener.once("notification", () => resolve(performance.now())))
+      const sent = performance.now()
+      await sender.query("SELECT pg_notify('warp_pickup_floor', $1)", [String(i)])
+      out.push((await heard) - sent)
+    }
+  } finally {
+    await listener.end()
+    await sender.end()
+  }
+  return out
+}
+
 const main = async () => {
+  if (process.env.FLOOR !== "0") {
+    const db = `warp_pickup_floor_${Date.now().toString(36)}`
+    await admin(`CREATE DATABASE ${db}`)
+    try {
+      console.log(`[floor] NOTIFY sent → heard by a bare pg client, ${TRIES} one at a time: ${summary(await floor(urlOf(db)))}`)
+    } finally {
+      await admin(`DROP DATABASE IF EXISTS ${db} WITH (FORCE)`)
+    }
+  }
   for (const mode of MODES) {
     const db = `warp_pickup_${mode}_${Date.now().toString(36)}`
     await admin(`CREATE DATABASE ${db}`)
