@@ -224,6 +224,19 @@ describe("instant pickup on postgres: the listening connection", () => {
       })
     ).pipe(Effect.provide(env(JobStorePg.layer.pipe(Layer.provideMerge(freshPgLayer()))))), 30_000)
 
+  it.live("the listener holds its connection while a worker runs, and closes it with the last one", () =>
+    Effect.gen(function* () {
+      const first = yield* Scope.make()
+      const second = yield* Scope.make()
+      yield* idleWorker("w1").pipe(Scope.provide(first))
+      yield* idleWorker("w2").pipe(Scope.provide(second))
+      yield* until(listeners, (l) => l.length === 1)
+      yield* Scope.close(first, Exit.void)
+      expect(yield* listeners).toHaveLength(1)
+      yield* Scope.close(second, Exit.void)
+      yield* until(listeners, (l) => l.length === 0)
+    }).pipe(Effect.provide(env(JobStorePg.layer.pipe(Layer.provideMerge(freshPgLayer()))))), 30_000)
+
   it.live("an enqueue inside the caller's transaction wakes the worker at commit", () =>
     Effect.scoped(
       Effect.gen(function* () {
