@@ -8,7 +8,9 @@ import * as Context from "effect/Context"
 import type * as Duration from "effect/Duration"
 import type * as Effect from "effect/Effect"
 import type * as Option from "effect/Option"
+import type * as Scope from "effect/Scope"
 import * as Schema from "effect/Schema"
+import type * as Stream from "effect/Stream"
 import type { Job, JobDetail, NewJob } from "../job/Job.js"
 import type { JobState } from "../job/JobState.js"
 import type { LogKind, Outcome } from "../job/Outcome.js"
@@ -19,6 +21,7 @@ import type { SemaphoreProviderService } from "../semaphore/SemaphoreProvider.js
 import type { FusedRelease } from "../semaphore/SemaphoreProviderPg.js"
 import type { KeyInsightService } from "./KeyInsight.js"
 import type { StoreError } from "./StoreError.js"
+import type { Wakeup } from "./Wakeup.js"
 
 /** The single finalizing write of one attempt. */
 export interface Finalize {
@@ -344,6 +347,19 @@ export interface JobStoreService {
   readonly locks: SemaphoreProviderService
   /** Read-only views of concurrency keys for the dashboard (live keys, holders, waiting lines, windowed counts). */
   readonly insight: KeyInsightService
+  /**
+   * Subscribes, for the scope, to the hints of due work for idle workers (instant pickup, see `Wakeup`):
+   * new due rows, a Scheduled row's time, a freed slot of a key with due jobs waiting, a (re)connected
+   * listener — those sent from the subscription on, as a stream. Absent: the store sends none, and
+   * workers learn of due work by polling.
+   */
+  readonly wakeups?: Effect.Effect<Stream.Stream<Wakeup>, never, Scope.Scope> | undefined
+  /**
+   * In how many milliseconds (by the store's clock) the earliest pending row that is not due yet comes
+   * due; none when no such row. Workers set a timer for it after an empty claim. Absent: the poll finds
+   * Scheduled rows once due. (The PostgreSQL store leaves out Fifo-mode rows: their poll finds them.)
+   */
+  readonly nextDue?: Effect.Effect<Option.Option<number>, StoreError> | undefined
 }
 
 /** The job store service tag. Provide `JobStorePg.layer` or `JobStoreMemory.layer`. */

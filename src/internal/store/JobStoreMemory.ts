@@ -2,7 +2,8 @@
  * The in-memory job store: one process, same contract as the PostgreSQL store. Every operation runs
  * as one synchronous step, so concurrent fibers never observe a half-applied write. Time comes from
  * Effect's `Clock`, so tests can drive it with `TestClock`. Fifo-mode rows are claimed by the same rule
- * as in the PostgreSQL store (see `JobStoreService.fetch`).
+ * as in the PostgreSQL store (see `JobStoreService.fetch`). Wake-up hints (`JobStoreService.wakeups`) go
+ * to the workers through an in-process `PubSub`, sent as the PostgreSQL store sends them.
  *
  * @since 0.1.0
  */
@@ -11,6 +12,8 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
+import * as PubSub from "effect/PubSub"
+import * as Stream from "effect/Stream"
 import { Job, type JobLog } from "../job/Job.js"
 import { counterOf, logOf, stateOf } from "../job/Outcome.js"
 import { FOREVER_MS, HISTORY_MS, historyBucket, JobExpired, type PruneResult, type RetentionPlan, type TerminalState, planFor, terminal } from "../job/Retention.js"
@@ -21,6 +24,7 @@ import {
   operatorCause,
   replacedCause,
   claimOrder,
+  concurrencyKeyOf,
   counterKeys,
   emptyCounts,
   fairMerge,
@@ -31,7 +35,6 @@ import {
   JobStore,
   type JobStoreService,
   matchesFilter,
-  concurrencyKeyOf,
   operatorFrom,
   operatorTo,
   type SlotAuditFinding,
@@ -43,11 +46,12 @@ import * as SemaphoreProviderMemory from "../semaphore/SemaphoreProviderMemory.j
 import * as KeyInsightMemory from "./KeyInsightMemory.js"
 import type { KeyHistoryEntry } from "./KeyInsightMemory.js"
 import { StoreError } from "./StoreError.js"
+import type { Wakeup } from "./Wakeup.js"
 
 const clone = (j: Job, patch: Partial<ConstructorParameters<typeof Job>[0]>): Job => new Job({ ...j, ...patch })
 
 /** Builds an empty in-memory store. */
-export const make = Effect.flatMap(SemaphoreProviderMemory.make, (locks) => Effect.sync(() => {
+export const make = Effect.flatMap(Effect.zip(SemaphoreProviderMemory.make, PubSub.unbounded<Wakeup>()), ([locks, hub]) => Effect.sync(() => {
   const jobs = new Map<string, Job>()
   const logs = new Map<string, Array<JobLog>>()
   const counters = new Map<string, number>()
@@ -191,6 +195,16 @@ export const make = Effect.flatMap(SemaphoreProviderMemory.make, (locks) => Effe
             if (r.state === "Scheduled") originFor.set(r.id, r.scheduleTime)
             log(r.id, at, r.state, r.state === "Scheduled" ? `Scheduled for ${r.scheduleTime.toISOString()}` : "Enqueued")
           }
+          // one hint per insert, as the PostgreSQL store's one notification per statement
+          let due = 0
+          let earliest: number | undefined
+          for (const r of rows) {
+            const t = r.scheduleTime.getTime()
+            if (r.state === "Enqueued" || t <= at.getTime()) due++
+            else if (earliest === undefined || t < earliest) earliest = t
+          }
+          if (due > 0) PubSub.publishUnsafe(hub, { _tag: "Due", count: due })
+          if (earliest !== undefined) PubSub.publishUnsafe(hub, { _tag: "Future", inMs: earliest - at.getTime() })
           return Effect.void
         })
       ),
@@ -266,6 +280,19 @@ export const make = Effect.flatMap(SemaphoreProviderMemory.make, (locks) => Effe
         const l = logOf(outcome)
         log(job.id, at, l.kind, l.message)
         bump(counterOf(outcome), job.type)
+        // the handler ran under its key's slot, freed now: a hint when jobs of the key wait — due, or
+        // claimed (this store ignores the fetch's `contended` hint: a lane that found the key full may
+        // hold its next job while it backs off, and the hint ends that back-off)
+        const key = handlerRan ? concurrencyKeyOf(metadata) : undefined
+        if (key !== undefined) {
+          for (const j of jobs.values()) {
+            const waiting = j.state === "Processing" ? j.id !== job.id : (j.state === "Enqueued" || j.state === "Scheduled") && j.scheduleTime.getTime() <= at.getTime()
+            if (waiting && concurrencyKeyOf(j.metadata) === key) {
+              PubSub.publishUnsafe(hub, { _tag: "Freed", key })
+              break
+            }
+          }
+        }
         return true
       }),
 
@@ -453,6 +480,7 @@ export const make = Effect.flatMap(SemaphoreProviderMemory.make, (locks) => Effe
           log(id, at, to.kind, to.message)
           changed++
         }
+        if (changed > 0 && to.state === "Enqueued") PubSub.publishUnsafe(hub, { _tag: "Due", count: changed })
         return { changed, skipped: unique.size - changed }
       }),
 
@@ -465,6 +493,17 @@ export const make = Effect.flatMap(SemaphoreProviderMemory.make, (locks) => Effe
     counters: Effect.sync(() => new Map(counters)),
 
     locks,
+
+    wakeups: Effect.map(PubSub.subscribe(hub), Stream.fromSubscription),
+
+    nextDue: Effect.map(now, (at) => {
+      let earliest: number | undefined
+      for (const j of jobs.values()) {
+        const t = j.scheduleTime.getTime()
+        if ((j.state === "Enqueued" || j.state === "Scheduled") && t > at.getTime() && (earliest === undefined || t < earliest)) earliest = t
+      }
+      return earliest === undefined ? Option.none() : Option.some(earliest - at.getTime())
+    }),
 
     insight: KeyInsightMemory.make({ jobs, logs, originFor, history, reported: () => [...workers.values()].map((w) => ({ workerId: w.report.workerId, slots: w.report.slots })) })
   }

@@ -39,8 +39,10 @@ import { makeBatchedInsert } from "./pg/insertBatch.js"
 import { get } from "./pg/get.js"
 import { heartbeat } from "./pg/heartbeat.js"
 import { insertChunk } from "./pg/insert.js"
+import { wakeups } from "./pg/listen.js"
 import { list } from "./pg/list.js"
 import { markHolder } from "./pg/markHolder.js"
+import { nextDue } from "./pg/nextDue.js"
 import { operate } from "./pg/operate.js"
 import { expiredBacklog, prune } from "./pg/prune.js"
 import * as ReadsLimits from "./pg/readsLimits.js"
@@ -70,6 +72,16 @@ export interface PgStoreOptions {
    * of the counters aggregates the entries written since the last fold.
    */
   readonly counterRollUp?: Duration.Input | undefined
+  /**
+   * Instant pickup (default true): inserts send one `NOTIFY` per statement (rows due now, the earliest
+   * Scheduled time), a finalizing write that frees a slot of a key with due jobs waiting sends one, and
+   * the store offers workers those hints (`JobStoreService.wakeups`) through a `LISTEN` on a connection
+   * of its own (outside the pool, held while a worker runs, reconnected when it drops), plus the time the
+   * next Scheduled row comes due (`nextDue`). Workers then start due jobs without waiting for their poll,
+   * which stays the fallback. Needs the `SqlClient` to be @effect/sql-pg's; false: no notifications, no
+   * listener (workers poll).
+   */
+  readonly instantPickup?: boolean | undefined
 }
 
 /** Builds the PostgreSQL store on the `SqlClient` in context, with `options`. */
@@ -77,10 +89,12 @@ export const makeWith = (options: PgStoreOptions = {}) => Effect.gen(function* (
   const sql = yield* SqlClient.SqlClient
   const locks = yield* SemaphoreProviderPg.make()
   const prepared = options.preparedStatements !== false
+  const pickup = options.instantPickup !== false
 
   const readsLimits = yield* ReadsLimits.readsLimits(sql)
-  const finalize = yield* makeBatchedFinalize(sql, readsLimits, prepared)
-  const batchedInsert = yield* makeBatchedInsert(sql)
+  const finalize = yield* makeBatchedFinalize(sql, readsLimits, prepared, pickup)
+  const batchedInsert = yield* makeBatchedInsert(sql, pickup)
+  const hints = pickup ? yield* wakeups(sql) : undefined
   // the first fold one interval after the store starts, then one per interval
   const every = options.counterRollUp ?? "2 seconds"
   yield* Effect.forkScoped(Effect.interruptible(Effect.forever(Effect.andThen(Effect.sleep(every), Effect.ignore(rollUpCounters(sql))))))
@@ -104,11 +118,12 @@ export const makeWith = (options: PgStoreOptions = {}) => Effect.gen(function* (
     prune: (plan) => prune(sql, plan),
     expiredBacklog: (plan, cap) => expiredBacklog(sql, plan, cap),
     list: (options) => list(sql, options),
-    operate: (action, ids) => operate(sql, action, ids),
+    operate: (action, ids) => operate(sql, action, ids, pickup),
     countByState: countByState(sql),
     counters: counters(sql),
     locks,
-    insight: KeyInsightPg.make(sql)
+    insight: KeyInsightPg.make(sql),
+    ...(hints === undefined ? {} : { wakeups: hints, nextDue: nextDue(sql) })
   }
   return service
 })

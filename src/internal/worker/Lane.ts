@@ -18,6 +18,7 @@ import { Outcome } from "../job/Outcome.js"
 import * as Telemetry from "../observability/Telemetry.js"
 import type { FetchHint, JobStoreService } from "../store/JobStore.js"
 import { type Finalizer, type NextClaim, rowConcurrency } from "./Finalize.js"
+import type { Pickup } from "./Pickup.js"
 import type { AttemptRunner, FiberState } from "./RunAttempt.js"
 import type { WorkerState } from "./WorkerState.js"
 
@@ -67,6 +68,8 @@ export interface LaneOptions {
   readonly finalizer: Finalizer
   readonly runner: AttemptRunner
   readonly claim: (n: number, hint: FetchHint) => Effect.Effect<ReadonlyArray<Job>>
+  /** Wakes the lane when idle (see `Pickup`). */
+  readonly pickup: Pickup
 }
 
 /** One lane: runs until the worker stops; rows claimed and not started go back to the queue. */
@@ -81,6 +84,11 @@ export const lane = (options: LaneOptions): Effect.Effect<void> =>
     // key stays full for this lane and ends once it gets a slot of it. Other lanes (the holder first of
     // all) keep running the key's jobs.
     const skipping = new Map<string, { until: number; ms: number }>()
+    // idle after an empty claim: until a hint of due work (a freed slot of a key ends its skip), the
+    // next Scheduled row's time, or the poll interval (see `Pickup`)
+    const waker = options.pickup.join((key) => void skipping.delete(key))
+    // the hints seen when the lane's last claim was sent
+    let seen = waker.epoch()
     const fiber: FiberState = { later: [], reuseSkip: 0, reuseMisses: 0 }
     const later = fiber.later
     // the size of the next claim, and of the claim that brought the rows running now
@@ -120,13 +128,15 @@ export const lane = (options: LaneOptions): Effect.Effect<void> =>
           carried = undefined
         } else if (jobs.length === 0) {
           asked = batch
+          seen = waker.epoch()
           jobs = [...(yield* options.claim(batch, contendedAt(yield* Clock.currentTimeMillis)))]
           fetched = jobs.length
           for (const job of jobs) state.inFlight.add(job.id)
         }
         if (jobs.length === 0) {
           batch = 1
-          yield* idle
+          yield* options.pickup.emptyClaim
+          yield* waker.idle(seen)
           continue
         }
         let handlersMs = 0
@@ -140,17 +150,20 @@ export const lane = (options: LaneOptions): Effect.Effect<void> =>
           const job = jobs.shift()!
           // the store ignored the hint: do not spin on a key this lane just found full
           const rowKey = rowConcurrency(job)?.key
-          if (rowKey !== undefined && (skipping.get(rowKey)?.until ?? 0) > (yield* Clock.currentTimeMillis)) yield* idle
+          if (rowKey !== undefined && (skipping.get(rowKey)?.until ?? 0) > (yield* Clock.currentTimeMillis)) yield* waker.idleOn(rowKey)
           state.inFlight.add(job.id)
           // the batch's last job: its finalizing write may claim the next row (see `CARRIED_CLAIM`)
           const next: NextClaim | undefined = jobs.length === 0 && later.length === 0 && carried === undefined
             ? { limit: CARRIED_CLAIM, hint: contendedAt(yield* Clock.currentTimeMillis, rowKey), claimed }
             : undefined
+          if (next !== undefined) seen = waker.epoch()
           const { handlerMs, outcome, waitKey } = yield* options.runner.run(job, fiber, next).pipe(
             // interrupted mid-batch: the rows not started go back to the queue with the rest
             Effect.onInterrupt(() => Effect.sync(() => later.push(...jobs.splice(0))))
           )
           handlersMs += handlerMs
+          // a requeue with a time: this worker's timer fires by then
+          if (outcome._tag === "Requeued" && outcome.at !== undefined) yield* options.pickup.dueAt(outcome.at.getTime())
           if (outcome._tag === "Requeued") smooth = false
           if (outcome._tag === "Requeued" && outcome.at === undefined) {
             if (waitKey === undefined) {
@@ -172,6 +185,7 @@ export const lane = (options: LaneOptions): Effect.Effect<void> =>
         if (contendedUnknown) yield* idle
       }
     }).pipe(
+      Effect.ensuring(Effect.sync(waker.leave)),
       // claimed but not started (stopping, or interrupted): back to the queue
       Effect.ensuring(
         Effect.suspend(() =>

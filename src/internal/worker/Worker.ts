@@ -31,6 +31,7 @@ import { JobStore } from "../store/JobStore.js"
 import * as TimeoutBehavior from "../timeout/TimeoutBehavior.js"
 import * as Finalize from "./Finalize.js"
 import * as Lane from "./Lane.js"
+import * as Pickup from "./Pickup.js"
 import * as Pruner from "./Pruner.js"
 import * as RunAttempt from "./RunAttempt.js"
 import * as SlotReuse from "./SlotReuse.js"
@@ -134,8 +135,11 @@ export const make = <const A extends ReadonlyArray<Addon<any>> = []>(
     })
     reuseSlot = SlotReuse.make({ state, finalizer, claim, runUnderSlot: runner.runUnderSlot })
 
+    // instant pickup: the store's hints wake idle lanes (see `Pickup`); relayed from before the lanes start
+    const pickup = yield* Pickup.make(store, state)
+    const relay = yield* Effect.forkDetach(pickup.run)
     const lanes = yield* Effect.forEach(Array.from({ length: config.lanes }), () =>
-      Effect.forkDetach(Lane.lane({ state, finalizer, runner, claim }))
+      Effect.forkDetach(Lane.lane({ state, finalizer, runner, claim, pickup }))
     )
     const beat = yield* Effect.forkDetach(Watchers.heartbeat(store, state))
     const watch = yield* Effect.forkDetach(Watchers.cancelWatch(store, state))
@@ -149,6 +153,7 @@ export const make = <const A extends ReadonlyArray<Addon<any>> = []>(
         // finalizers run uninterruptibly: the wait itself must be interruptible for the timeout to fire
         const done = yield* Effect.timeoutOption(Effect.interruptible(all), config.grace)
         if (Option.isNone(done)) yield* Fiber.interruptAll(lanes)
+        yield* Fiber.interrupt(relay)
         yield* Fiber.interrupt(beat)
         yield* Fiber.interrupt(watch)
         yield* Fiber.interrupt(reporter)

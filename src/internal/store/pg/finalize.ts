@@ -3,17 +3,36 @@
  * names the counter it counts, see `./counters.ts`) in one round trip — on the held slot's connection,
  * unlocking the slot too, when the worker hands it the slot's release of a `SemaphoreProviderPg` on the
  * same `SqlClient`; and there, claiming the lane's next rows too when the worker asks (`Finalize.claim`).
+ * With instant pickup on, a write that ends a handler run of a keyed job (it held a slot of the key)
+ * also sends a `Freed` notification when due jobs of the key are waiting (see {@link freedNotify}).
  */
 import type * as SqlClient from "effect/sql/SqlClient"
+import type * as Statement from "effect/sql/Statement"
 import * as Effect from "effect/Effect"
 import { counterOf, logOf, stateOf } from "../../job/Outcome.js"
-import { fairOf, type Finalize, retagsOn } from "../JobStore.js"
+import { concurrencyKeyOf, fairOf, type Finalize, retagsOn } from "../JobStore.js"
+import * as Wakeup from "../Wakeup.js"
 import type { StoreError } from "../StoreError.js"
 import { claimCtes, claimedJobs } from "./fetch.js"
 import { runPrepared } from "./prepared.js"
 import type { LimitsTable } from "./readsLimits.js"
 import type { SemaphoreError } from "../../semaphore/SemaphoreProvider.js"
 import { fail, finalizeSet, nextTag } from "./shared.js"
+
+/**
+ * A column for the `RETURNING` list of a finalizing `UPDATE` (one row per written attempt): when due
+ * jobs of concurrency key `key` wait (one probe of `warp_jobs_key_live`), `pg_notify` of `payload`
+ * (`Wakeup.freedPayload`). Only a write of a keyed attempt whose handler ran carries it: the keyless
+ * hot path, and requeues that freed nothing, send nothing.
+ */
+export const freedNotify = (sql: SqlClient.SqlClient, key: Statement.Fragment, payload: Statement.Fragment) =>
+  sql`CASE WHEN EXISTS (
+      SELECT 1 FROM warp_jobs w
+      WHERE w.state IN ('Scheduled','Enqueued') AND (w.metadata #>> '{policies,concurrency,value,key}') = ${key} AND w.schedule_time <= now()
+    ) THEN pg_notify(${Wakeup.channel}, ${payload})::text END`
+
+/** The key whose slot a finalizing write of this attempt frees (its handler ran under the key), if any. */
+export const freedKey = (f: Finalize): string | undefined => ((f.handlerRan ?? true) ? concurrencyKeyOf(f.metadata) : undefined)
 
 /**
  * `JobStoreService.finalize`: writes the attempt's outcome if this attempt still owns the row (false
@@ -23,9 +42,12 @@ import { fail, finalizeSet, nextTag } from "./shared.js"
 export const finalize = (
   sql: SqlClient.SqlClient,
   readsLimits: Effect.Effect<LimitsTable>,
-  { claim, handlerRan = true, job, metadata, outcome, release, workerId }: Finalize,
-  prepared = true
+  f: Finalize,
+  prepared = true,
+  notify = false
 ): Effect.Effect<boolean, StoreError> => Effect.suspend(() => {
+  const { claim, handlerRan = true, job, metadata, outcome, release, workerId } = f
+  const freed = notify ? freedKey(f) : undefined
   const state = stateOf(outcome, new Date())
   const log = logOf(outcome)
   const at = outcome._tag === "Requeued" && outcome.at !== undefined ? outcome.at.toISOString() : null
@@ -48,7 +70,7 @@ export const finalize = (
             ran: sql`${handlerRan}`
           })}${fairTag}
           WHERE id = ${job.id} AND state = 'Processing' AND locked_by = ${workerId} AND attempt = ${job.attempt}
-          RETURNING id
+          RETURNING id${freed === undefined ? sql`` : sql`, ${freedNotify(sql, sql`${freed}`, sql`${Wakeup.freedPayload(freed)}`)} AS freed`}
         ), l AS (
           INSERT INTO warp_job_logs (job_id, kind, message, counter) SELECT id, ${log.kind}, ${log.message}, ${counter} FROM u
         )`

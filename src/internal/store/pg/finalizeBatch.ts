@@ -11,7 +11,8 @@
  * whose row the batch did not match (the claim was lost) gets `false`, as alone. When a batch fails,
  * its writes are retried one by one, so that one bad write (a payload PostgreSQL refuses) fails only
  * its own attempt; when the server is out of reach, every write of the batch fails at once, and each
- * caller retries its own.
+ * caller retries its own. With instant pickup on (`notify`), a write that frees a slot of a key with due
+ * jobs waiting sends a `Freed` notification (see `./finalize.ts`); a batch of keyless writes sends none.
  */
 import type * as SqlClient from "effect/sql/SqlClient"
 import * as Deferred from "effect/Deferred"
@@ -21,8 +22,9 @@ import type * as Scope from "effect/Scope"
 import { counterOf, logOf, stateOf } from "../../job/Outcome.js"
 import { fairOf, type Finalize, retagsOn } from "../JobStore.js"
 import type { StoreError } from "../StoreError.js"
+import * as Wakeup from "../Wakeup.js"
 import { flushBatch, type Waiting } from "./batching.js"
-import { finalize } from "./finalize.js"
+import { finalize, freedKey, freedNotify } from "./finalize.js"
 import { runPrepared } from "./prepared.js"
 import type { LimitsTable } from "./readsLimits.js"
 import { arrayLiteral, fail, finalizeSet } from "./shared.js"
@@ -38,8 +40,16 @@ interface Pending extends Waiting<boolean> {
 }
 
 /** One statement that writes every finalize of `batch` (distinct job ids); resolves to the ids it wrote. */
-export const finalizeMany = (sql: SqlClient.SqlClient, batch: ReadonlyArray<Finalize>, prepared = true): Effect.Effect<ReadonlySet<string>, StoreError> => {
+export const finalizeMany = (
+  sql: SqlClient.SqlClient,
+  batch: ReadonlyArray<Finalize>,
+  prepared = true,
+  notify = false
+): Effect.Effect<ReadonlySet<string>, StoreError> => {
   const now = new Date()
+  // the keys whose slots the writes free (see `freedNotify`): a column only when one of them is keyed
+  const freed = notify ? batch.map(freedKey) : []
+  const keyed = freed.some((k) => k !== undefined)
   const states = batch.map((f) => stateOf(f.outcome, now))
   const logs = batch.map((f) => logOf(f.outcome))
   const col = <A>(get: (f: Finalize, i: number) => A) => batch.map(get)
@@ -52,15 +62,19 @@ export const finalizeMany = (sql: SqlClient.SqlClient, batch: ReadonlyArray<Fina
           ${col((f) => f.outcome._tag === "Requeued" && f.outcome.keepsPlace === true)}::bool[], ${col((f) => f.handlerRan ?? true)}::bool[],
           ${col((f, i) => retagsOn(f.outcome, states[i]!))}::bool[],
           ${logs.map((l) => l.kind)}::text[], ${logs.map((l) => l.message)}::text[],
-          ${col((f) => counterOf(f.outcome))}::text[]
-        ) AS x(id, worker, attempt, state, metadata, at, keeps, ran, retag, kind, message, counter)
+          ${col((f) => counterOf(f.outcome))}::text[]${
+            keyed
+              ? sql`, ${arrayLiteral(freed.map((k) => k ?? null))}::text[], ${arrayLiteral(freed.map((k) => (k === undefined ? null : Wakeup.freedPayload(k))))}::text[]`
+              : sql``
+          }
+        ) AS x(id, worker, attempt, state, metadata, at, keeps, ran, retag, kind, message, counter${keyed ? sql`, fk, fp` : sql``})
       ), u AS (
         UPDATE warp_jobs j
         SET ${finalizeSet(sql, { state: sql`x.state`, metadata: sql`x.metadata`, at: sql`x.at`, keeps: sql`x.keeps`, ran: sql`x.ran` }, "j.")},
             fair_tag = CASE WHEN x.retag THEN NULL ELSE j.fair_tag END
         FROM x
         WHERE j.id = x.id AND j.state = 'Processing' AND j.locked_by = x.worker AND j.attempt = x.attempt
-        RETURNING j.id, x.kind, x.message, x.counter
+        RETURNING j.id, x.kind, x.message, x.counter${keyed ? sql`, CASE WHEN x.fk IS NOT NULL THEN ${freedNotify(sql, sql`x.fk`, sql`x.fp`)} END AS freed` : sql``}
       ), l AS (
         INSERT INTO warp_job_logs (job_id, kind, message, counter) SELECT id, kind, message, counter FROM u
       )
@@ -71,11 +85,17 @@ export const finalizeMany = (sql: SqlClient.SqlClient, batch: ReadonlyArray<Fina
 }
 
 /** Writes one batch and settles each of its attempts (see `flushBatch`). */
-const flush = (sql: SqlClient.SqlClient, readsLimits: Effect.Effect<LimitsTable>, batch: ReadonlyArray<Pending>, prepared: boolean): Effect.Effect<void> =>
+const flush = (
+  sql: SqlClient.SqlClient,
+  readsLimits: Effect.Effect<LimitsTable>,
+  batch: ReadonlyArray<Pending>,
+  prepared: boolean,
+  notify: boolean
+): Effect.Effect<void> =>
   flushBatch(
     batch,
-    (p) => finalize(sql, readsLimits, p.f, prepared),
-    () => finalizeMany(sql, batch.map((p) => p.f), prepared),
+    (p) => finalize(sql, readsLimits, p.f, prepared, notify),
+    () => finalizeMany(sql, batch.map((p) => p.f), prepared, notify),
     (p, written) => written.has(p.f.job.id)
   )
 
@@ -88,7 +108,8 @@ const flush = (sql: SqlClient.SqlClient, readsLimits: Effect.Effect<LimitsTable>
 export const makeBatchedFinalize = (
   sql: SqlClient.SqlClient,
   readsLimits: Effect.Effect<LimitsTable>,
-  prepared = true
+  prepared = true,
+  notify = false
 ): Effect.Effect<(f: Finalize) => Effect.Effect<boolean, StoreError>, never, Scope.Scope> =>
   Effect.gen(function* () {
     const queue = yield* Effect.acquireRelease(Queue.unbounded<Pending>(), Queue.shutdown)
@@ -109,7 +130,7 @@ export const makeBatchedFinalize = (
       carried = next
       return batch
     })
-    const flusher = Effect.forever(Effect.flatMap(takeBatch, (batch) => flush(sql, readsLimits, batch, prepared)))
+    const flusher = Effect.forever(Effect.flatMap(takeBatch, (batch) => flush(sql, readsLimits, batch, prepared, notify)))
     for (let i = 0; i < FLUSHERS; i++) yield* Effect.forkScoped(flusher)
     const alone = (f: Finalize) => {
       if (f.release !== undefined && f.release.client === sql) return true
@@ -117,6 +138,6 @@ export const makeBatchedFinalize = (
     }
     return (f: Finalize) =>
       alone(f)
-        ? finalize(sql, readsLimits, f, prepared)
+        ? finalize(sql, readsLimits, f, prepared, notify)
         : Effect.flatMap(Deferred.make<boolean, StoreError>(), (done) => Effect.andThen(Queue.offer(queue, { f, done }), Deferred.await(done)))
   })

@@ -1,7 +1,9 @@
 /**
  * The insert of the PostgreSQL store: one `warp_jobs` row per job. An insert of more than
  * {@link insertChunk} rows is one statement per chunk, all in one transaction (a savepoint inside the
- * caller's).
+ * caller's). With instant pickup on, the statement (the last chunk's) also sends ONE `NOTIFY` for all
+ * its rows (see `../Wakeup.ts`): how many are due now and when the earliest Scheduled one comes due;
+ * inside the caller's transaction it is delivered at commit, and not at all on rollback.
  */
 import type * as SqlClient from "effect/sql/SqlClient"
 import type * as Statement from "effect/sql/Statement"
@@ -9,6 +11,7 @@ import * as Effect from "effect/Effect"
 import type { NewJob } from "../../job/Job.js"
 import { fairOf } from "../JobStore.js"
 import type { StoreError } from "../StoreError.js"
+import * as Wakeup from "../Wakeup.js"
 import { fail, lastTag, nextTag, virtualTime } from "./shared.js"
 
 /** Splits `rows` into chunks of at most `size`. */
@@ -31,8 +34,14 @@ export const insertChunk = 5000
  * batch of one contract: type, handler, state, ScheduleTime, usually metadata) are sent once as
  * scalars; the others as arrays that `unnest` turns into rows in one set operation.
  */
-const insertRows = (sql: SqlClient.SqlClient, rows: ReadonlyArray<NewJob>) => {
+const insertRows = (sql: SqlClient.SqlClient, rows: ReadonlyArray<NewJob>, payload?: string) => {
   const first = rows[0]!
+  // the statement's notification rides on it: the insert as a data-modifying CTE (run whether read or
+  // not), then one `pg_notify` (`ctes`: the statement's own WITH list, which the insert joins)
+  const notifying = (insert: Statement.Statement<unknown>, ctes?: Statement.Fragment): Statement.Statement<unknown> =>
+    payload === undefined
+      ? ctes === undefined ? insert : sql`WITH ${ctes} ${insert}`
+      : sql`WITH ${ctes === undefined ? sql`` : sql`${ctes}, `}i AS (${insert}) SELECT pg_notify(${Wakeup.channel}, ${payload})`
   // fair-share rows (a weighted concurrency policy) get their tag in this statement (see `fairTagOf`)
   const fairs = rows.map((r) => fairOf(r.metadata))
   const anyFair = fairs.some((f) => f !== undefined)
@@ -40,12 +49,12 @@ const insertRows = (sql: SqlClient.SqlClient, rows: ReadonlyArray<NewJob>) => {
     // a single enqueue: plain VALUES, no arrays to build and parse
     const at = first.scheduleTime.toISOString()
     const fair = fairs[0]
-    return sql`
+    return notifying(sql`
         INSERT INTO warp_jobs (id, type, handler, payload, state, schedule_time, metadata, origin, origin_for${fair === undefined ? sql`` : sql`, fair_tag`})
         VALUES (${first.id}, ${first.type}, ${first.handler}, ${JSON.stringify(first.payload)}::jsonb, ${first.state}, ${at}::timestamptz,
                 ${JSON.stringify(first.metadata)}::jsonb, ${first.state}, ${first.state === "Scheduled" ? at : null}::timestamptz${
                   fair === undefined ? sql`` : sql`, ${nextTag(sql, sql`${fair.flow}::text`, sql`${fair.weight}::float8`)}`
-                })`.pipe(Effect.asVoid)
+                })`).pipe(Effect.asVoid)
   }
   // the payloads as one JSON array (one native stringify, parsed once by the server) rather than a
   // jsonb[] parameter, whose array literal the driver builds by escaping every element's text
@@ -68,11 +77,11 @@ const insertRows = (sql: SqlClient.SqlClient, rows: ReadonlyArray<NewJob>) => {
   // the arrays and the payloads zipped into rows (each array unnested in step with the payloads)
   const source = () => sql`ROWS FROM (${sql.csv([...arrays.map((a) => sql`unnest(${a})`), payloads])})`
   if (!anyFair) {
-    return sql`
+    return notifying(sql`
       INSERT INTO warp_jobs (id, type, handler, payload, state, schedule_time, metadata, origin, origin_for)
       SELECT x.id, ${type}, ${handler}, x.payload, ${state}, ${scheduleTime}, ${metadata}, ${state},
              CASE WHEN ${state} = 'Scheduled' THEN ${scheduleTime} END
-      FROM ${source()} AS x(${sql.literal(names.join(", "))}, payload)`.pipe(Effect.asVoid)
+      FROM ${source()} AS x(${sql.literal(names.join(", "))}, payload)`).pipe(Effect.asVoid)
   }
   // tags: V once, the last tag of each distinct flow once (index probes), then each flow's rows of the
   // chunk step by 1/w in chunk order: max(V, last) + the running sum of 1/w over the flow's rows so far
@@ -80,27 +89,43 @@ const insertRows = (sql: SqlClient.SqlClient, rows: ReadonlyArray<NewJob>) => {
   const flow = column("fair_flow", "text", (r) => fairOfRow.get(r)?.flow ?? null, (a) => a)
   // as text (cast to float8 by the statement): an array of whole and fractional numbers binds as neither int4[] nor float8[]
   const weight = column("fair_w", "float8", (r) => fairOfRow.get(r)?.weight ?? null, (a) => (a === null ? null : String(a)))
-  return sql`
-      WITH x AS (
-        SELECT * FROM ${source()} WITH ORDINALITY AS x(${sql.literal(names.join(", "))}, payload, ord)
-      ), v AS (
-        SELECT ${virtualTime(sql)} AS v
-      ), f AS (
-        SELECT d.flow, ${lastTag(sql, sql`d.flow`)} AS last FROM (SELECT DISTINCT ${flow} AS flow FROM x) d WHERE d.flow IS NOT NULL
-      )
+  return notifying(sql`
       INSERT INTO warp_jobs (id, type, handler, payload, state, schedule_time, metadata, origin, origin_for, fair_tag)
       SELECT x.id, ${type}, ${handler}, x.payload, ${state}, ${scheduleTime}, ${metadata}, ${state},
              CASE WHEN ${state} = 'Scheduled' THEN ${scheduleTime} END,
              CASE WHEN ${weight} IS NOT NULL
                   THEN greatest(v.v, coalesce(f.last, v.v)) + sum(1 / ${weight}) OVER (PARTITION BY ${flow} ORDER BY x.ord) END
-      FROM x CROSS JOIN v LEFT JOIN f ON f.flow = ${flow}`.pipe(Effect.asVoid)
+      FROM x CROSS JOIN v LEFT JOIN f ON f.flow = ${flow}`, sql`x AS (
+        SELECT * FROM ${source()} WITH ORDINALITY AS x(${sql.literal(names.join(", "))}, payload, ord)
+      ), v AS (
+        SELECT ${virtualTime(sql)} AS v
+      ), f AS (
+        SELECT d.flow, ${lastTag(sql, sql`d.flow`)} AS last FROM (SELECT DISTINCT ${flow} AS flow FROM x) d WHERE d.flow IS NOT NULL
+      )`).pipe(Effect.asVoid)
 }
 
-/** `JobStoreService.insert`: the rows in one statement, or in one per chunk inside a transaction. */
-export const insert = (sql: SqlClient.SqlClient, rows: ReadonlyArray<NewJob>): Effect.Effect<void, StoreError> =>
-  rows.length === 0
-    ? Effect.void
-    : (rows.length <= insertChunk
-        ? insertRows(sql, rows)
-        : sql.withTransaction(Effect.forEach(chunks(rows, insertChunk), (chunk) => insertRows(sql, chunk), { discard: true }))
-      ).pipe(Effect.mapError(fail("insert")))
+/** The notification payload of an insert of `rows` (see `Wakeup.insertPayload`): the rows due now, the earliest later one. */
+export const payloadOf = (rows: ReadonlyArray<NewJob>, now: number): string | undefined => {
+  let due = 0
+  let earliest: number | undefined
+  for (const r of rows) {
+    const at = r.scheduleTime.getTime()
+    if (r.state === "Enqueued" || at <= now) due++
+    else if (earliest === undefined || at < earliest) earliest = at
+  }
+  return Wakeup.insertPayload(due, earliest)
+}
+
+/**
+ * `JobStoreService.insert`: the rows in one statement, or in one per chunk inside a transaction;
+ * `notify`: the statement (the last chunk's) sends the rows' one notification.
+ */
+export const insert = (sql: SqlClient.SqlClient, rows: ReadonlyArray<NewJob>, notify = false): Effect.Effect<void, StoreError> => {
+  if (rows.length === 0) return Effect.void
+  const payload = notify ? payloadOf(rows, Date.now()) : undefined
+  if (rows.length <= insertChunk) return insertRows(sql, rows, payload).pipe(Effect.mapError(fail("insert")))
+  const parts = chunks(rows, insertChunk)
+  return sql.withTransaction(
+    Effect.forEach(parts, (chunk, i) => insertRows(sql, chunk, i === parts.length - 1 ? payload : undefined), { discard: true })
+  ).pipe(Effect.mapError(fail("insert")))
+}

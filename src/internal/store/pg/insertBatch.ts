@@ -50,14 +50,14 @@ interface Pending extends Waiting<void> {
  * Inserts one batch and settles each of its producers (see `flushBatch`), under the batch's span: a child
  * of the first producer's span, linked to the others'.
  */
-const flush = (sql: SqlClient.SqlClient, batch: ReadonlyArray<Pending>): Effect.Effect<void> => {
+const flush = (sql: SqlClient.SqlClient, batch: ReadonlyArray<Pending>, notify: boolean): Effect.Effect<void> => {
   const spans: Array<Tracer.AnySpan> = []
   for (const p of batch) if (Option.isSome(p.span)) spans.push(p.span.value)
   const [parent, ...others] = spans
   return flushBatch(
     batch,
-    (p) => insert(sql, [p.row]),
-    () => insert(sql, batch.map((p) => p.row)),
+    (p) => insert(sql, [p.row], notify),
+    () => insert(sql, batch.map((p) => p.row), notify),
     () => undefined
   ).pipe(
     Effect.withSpan(
@@ -76,10 +76,12 @@ const flush = (sql: SqlClient.SqlClient, batch: ReadonlyArray<Pending>): Effect.
 /**
  * A batching `JobStoreService.insert` for the PostgreSQL store, alive for the scope: one-row inserts
  * outside a transaction queue and leave in statements of up to {@link INSERT_BATCH} rows,
- * {@link FLUSHERS} statements at a time; everything else goes straight to `insert`.
+ * {@link FLUSHERS} statements at a time; everything else goes straight to `insert`. `notify`: each
+ * statement sends one notification for its rows (instant pickup).
  */
 export const makeBatchedInsert = (
-  sql: SqlClient.SqlClient
+  sql: SqlClient.SqlClient,
+  notify = false
 ): Effect.Effect<(rows: ReadonlyArray<NewJob>) => Effect.Effect<void, StoreError>, never, Scope.Scope> =>
   Effect.gen(function* () {
     const queue = yield* Effect.acquireRelease(Queue.unbounded<Pending>(), Queue.shutdown)
@@ -88,7 +90,7 @@ export const makeBatchedInsert = (
       for (const p of taken) if (!p.withdrawn) batch.push(p)
       return batch
     })
-    const flusher = Effect.forever(Effect.flatMap(takeBatch, (batch) => (batch.length === 0 ? Effect.void : flush(sql, batch))))
+    const flusher = Effect.forever(Effect.flatMap(takeBatch, (batch) => (batch.length === 0 ? Effect.void : flush(sql, batch, notify))))
     for (let i = 0; i < FLUSHERS; i++) yield* Effect.forkScoped(flusher)
     const queued = (row: NewJob) =>
       Effect.flatMap(Effect.zip(Deferred.make<void, StoreError>(), Effect.option(Effect.currentParentSpan)), ([done, span]) => {
@@ -100,8 +102,8 @@ export const makeBatchedInsert = (
       })
     return (rows) =>
       rows.length !== 1
-        ? insert(sql, rows)
+        ? insert(sql, rows, notify)
         : Effect.flatMap(Effect.serviceOption(sql.transactionService), (inTransaction) =>
-            inTransaction._tag === "Some" ? insert(sql, rows) : queued(rows[0]!)
+            inTransaction._tag === "Some" ? insert(sql, rows, notify) : queued(rows[0]!)
           )
   })

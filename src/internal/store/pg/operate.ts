@@ -1,10 +1,12 @@
 /**
- * An operator's bulk write (retry, requeue, delete) in the PostgreSQL store.
+ * An operator's bulk write (retry, requeue, delete) in the PostgreSQL store. With instant pickup on,
+ * a retry or requeue that changed rows sends one notification of them (they are due now).
  */
 import type * as SqlClient from "effect/sql/SqlClient"
 import * as Effect from "effect/Effect"
 import { isStorableId, type OperateResult, type OperatorAction, operatorFrom, operatorTo } from "../JobStore.js"
 import type { StoreError } from "../StoreError.js"
+import * as Wakeup from "../Wakeup.js"
 import { fail, nextTag } from "./shared.js"
 
 /**
@@ -14,7 +16,8 @@ import { fail, nextTag } from "./shared.js"
 export const operate = (
   sql: SqlClient.SqlClient,
   action: OperatorAction,
-  ids: ReadonlyArray<string>
+  ids: ReadonlyArray<string>,
+  notify = false
 ): Effect.Effect<OperateResult, StoreError> => {
   const unique = [...new Set(ids)]
   const storable = unique.filter(isStorableId)
@@ -44,7 +47,12 @@ export const operate = (
         ), l AS (
           INSERT INTO warp_job_logs (job_id, kind, message) SELECT id, ${to.kind}, ${to.message} FROM u
         )
-        SELECT count(*)::int AS n FROM u`.pipe(
+        SELECT count(*)::int AS n${
+          // instant pickup: rows sent back to the queue are due now (one notification, see `../Wakeup.ts`)
+          notify && to.state === "Enqueued"
+            ? sql`, (SELECT pg_notify(${Wakeup.channel}, 'd' || count(*)) FROM u HAVING count(*) > 0)::text AS notified`
+            : sql``
+        } FROM u`.pipe(
     Effect.map((rows) => {
       const changed = Number((rows[0] as any)?.n ?? 0)
       return { changed, skipped: unique.length - changed }

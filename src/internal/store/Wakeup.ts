@@ -1,0 +1,53 @@
+/**
+ * Wake-up hints: what a store tells idle workers of due work, so they need not wait for their next poll
+ * (instant pickup). A hint is only a hint: a worker that acts on one still claims through `fetch`, a
+ * hint that comes for nothing costs one empty claim, and the poll stays the fallback for any hint lost.
+ *
+ * The PostgreSQL store carries them as `NOTIFY` on {@link channel} ({@link encode} / {@link decode} the
+ * payload); the memory store publishes them in-process.
+ *
+ * @since 1.1.0
+ */
+
+/**
+ * - `Due`: `count` rows became due now (an insert of Enqueued rows);
+ * - `Future`: a row comes due in `inMs` milliseconds (an insert of a Scheduled row; the earliest of one
+ *   insert's);
+ * - `Freed`: a finalizing write freed a slot of concurrency key `key` (undefined: a key too long to carry)
+ *   and due jobs of that key are waiting;
+ * - `Connected`: the store's listener (re)connected: hints may have been missed meanwhile.
+ */
+export type Wakeup =
+  | { readonly _tag: "Due"; readonly count: number }
+  | { readonly _tag: "Future"; readonly inMs: number }
+  | { readonly _tag: "Freed"; readonly key: string | undefined }
+  | { readonly _tag: "Connected" }
+
+/** The `NOTIFY` channel of the PostgreSQL store. */
+export const channel = "warp_jobs"
+
+/** Longest key carried in a `Freed` payload (a `NOTIFY` payload holds less than 8000 bytes). */
+const MAX_KEY = 2000
+
+/**
+ * The payload of one insert statement's notification: `d{n}` (n due rows), `@{epoch ms}` (the earliest
+ * Scheduled row), or both (`d{n}@{ms}`); undefined when there is nothing to tell.
+ */
+export const insertPayload = (due: number, earliest: number | undefined): string | undefined =>
+  due === 0 && earliest === undefined ? undefined : `${due > 0 ? `d${due}` : ""}${earliest === undefined ? "" : `@${earliest}`}`
+
+/** The payload of a `Freed` hint for `key`: `f{key}` (`f` alone for a key too long to carry). */
+export const freedPayload = (key: string): string => (key.length > MAX_KEY ? "f" : `f${key}`)
+
+const INSERT = /^(?:d(\d+))?(?:@(\d+))?$/
+
+/** The hints of a payload (at `now`, epoch ms, for a Scheduled row's time); none for a payload it does not know. */
+export const decode = (payload: string, now: number): ReadonlyArray<Wakeup> => {
+  if (payload.startsWith("f")) return [{ _tag: "Freed", key: payload.length > 1 ? payload.slice(1) : undefined }]
+  const m = INSERT.exec(payload)
+  if (m === null) return []
+  const out: Array<Wakeup> = []
+  if (m[1] !== undefined) out.push({ _tag: "Due", count: Number(m[1]) })
+  if (m[2] !== undefined) out.push({ _tag: "Future", inMs: Math.max(0, Number(m[2]) - now) })
+  return out
+}

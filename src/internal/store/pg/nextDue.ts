@@ -1,0 +1,29 @@
+/**
+ * `JobStoreService.nextDue` of the PostgreSQL store: in how many milliseconds the earliest pending row
+ * that is not due yet comes due, by the server's clock — two index probes (`warp_jobs_due_unfair`,
+ * `warp_jobs_fair_time`); Fifo-mode rows are left out (no index gives their earliest time cheaply; the
+ * poll finds them once due).
+ */
+import type * as SqlClient from "effect/sql/SqlClient"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import type { StoreError } from "../StoreError.js"
+import { fail } from "./shared.js"
+
+export const nextDue = (sql: SqlClient.SqlClient): Effect.Effect<Option.Option<number>, StoreError> =>
+  sql<{ ms: number | string | null }>`
+    SELECT extract(epoch FROM least(
+      (SELECT schedule_time FROM warp_jobs
+       WHERE state IN ('Scheduled','Enqueued') AND fair_tag IS NULL AND schedule_time > now()
+         AND ((metadata #>> '{policies,concurrency,value,mode}') IS DISTINCT FROM 'Fifo' OR (metadata #>> '{policies,concurrency,value,key}') IS NULL)
+       ORDER BY schedule_time LIMIT 1),
+      (SELECT schedule_time FROM warp_jobs
+       WHERE state IN ('Scheduled','Enqueued') AND fair_tag IS NOT NULL AND schedule_time > now()
+       ORDER BY schedule_time LIMIT 1)
+    ) - now()) * 1000 AS ms`.pipe(
+    Effect.map((rows) => {
+      const ms = rows[0]?.ms
+      return ms === null || ms === undefined ? Option.none() : Option.some(Math.max(0, Number(ms)))
+    }),
+    Effect.mapError(fail("nextDue"))
+  )

@@ -1,0 +1,216 @@
+/**
+ * Instant pickup: how a worker's idle lanes learn of due work without waiting for their poll. The
+ * store's wake-up hints (`JobStoreService.wakeups`: new due rows, a freed slot of a key with due jobs
+ * waiting, a (re)connected listener) wake idle lanes — one lane per due row, one per freed slot, all of
+ * them once on a (re)connect, when notifications may have been lost — and a timer wakes one when the
+ * next Scheduled row comes due (learnt after an empty claim from `JobStoreService.nextDue`, shortened by
+ * the time an insert tells or a requeue of this worker's sets). The poll interval stays the fallback:
+ * a hint lost costs at most one poll interval, as before.
+ *
+ * Never a spin: a lane claims once per wake; the timer fires for times strictly in the future by the
+ * store's clock (`nextDue`), and a lane re-claims instead of sleeping only when a hint came while it was
+ * claiming (so a hint that lands between its empty claim and its sleep is not lost).
+ *
+ * A store without hints (the PostgreSQL store with `instantPickup: false`) leaves lanes to their poll.
+ *
+ * @since 1.1.0
+ */
+import * as Clock from "effect/Clock"
+import * as Deferred from "effect/Deferred"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import * as Queue from "effect/Queue"
+import type * as Scope from "effect/Scope"
+import * as Stream from "effect/Stream"
+import type { JobStoreService } from "../store/JobStore.js"
+import type { Wakeup } from "../store/Wakeup.js"
+import type { WorkerState } from "./WorkerState.js"
+
+/** One lane's part in pickup. */
+export interface LaneWake {
+  /**
+   * Read before the lane's claim: hints seen so far. Pass it to {@link idle}, which then does not sleep
+   * when a hint came since (the claim may have run before the hinted row was committed).
+   */
+  readonly epoch: () => number
+  /**
+   * An idle lane's wait after an empty claim (begun when {@link epoch} said `seen`): until a hint or
+   * the timer wakes it, the poll interval passes, or the worker stops.
+   */
+  readonly idle: (seen: number) => Effect.Effect<void>
+  /**
+   * The lane's back-off on a Wait-mode key it holds a claimed job of, the key full moments ago (a store
+   * that ignores the fetch's `contended` hint gave it the key's job again): one poll interval, or until
+   * a slot of `key` frees (a `Freed` hint), or the worker stops.
+   */
+  readonly idleOn: (key: string) => Effect.Effect<void>
+  /** The lane leaves (it stopped). */
+  readonly leave: () => void
+}
+
+/** The worker's pickup. */
+export interface Pickup {
+  /** Whether the store sends hints (else lanes only poll). */
+  readonly enabled: boolean
+  /** A lane joins; `forget`: drops the lane's skip of a Wait-mode key, called when a slot of it frees. */
+  readonly join: (forget: (key: string) => void) => LaneWake
+  /** A lane's claim came back empty: learns when the next Scheduled row comes due, unless known. */
+  readonly emptyClaim: Effect.Effect<void>
+  /** A row this worker wrote comes due at `at` (epoch ms; a requeue with a time): the timer fires by then. */
+  readonly dueAt: (at: number) => Effect.Effect<void>
+  /** Relays the store's hints and runs the timer, for the worker's life (forked by the worker). */
+  readonly run: Effect.Effect<void>
+}
+
+/**
+ * The timer fires this long after a row's time: a timer may fire up to a millisecond early, and a claim
+ * sent before the row is due finds nothing (the lane then asks `nextDue` again).
+ */
+const TIMER_MARGIN_MS = 2
+
+interface Joined {
+  readonly forget: (key: string) => void
+  /** Set while the lane sleeps: completing it wakes the lane. */
+  wake: Deferred.Deferred<void> | undefined
+  /** Set while the lane backs off on a key: completing it ends the back-off. */
+  onKey: { readonly key: string; readonly wake: Deferred.Deferred<void> } | undefined
+}
+
+/**
+ * The pickup of a worker on `store`: subscribes to the store's hints for the scope (before the lanes
+ * start, so that none sent after their first claim is missed).
+ */
+export const make = (store: JobStoreService, state: WorkerState): Effect.Effect<Pickup, never, Scope.Scope> =>
+  Effect.gen(function* () {
+    const timerChanged = yield* Queue.sliding<void>(1)
+    const wakeups = store.wakeups === undefined ? undefined : yield* store.wakeups
+    const { config } = state
+    const enabled = wakeups !== undefined
+    const plainIdle = Effect.raceFirst(Effect.sleep(config.pollInterval), Deferred.await(state.stopping))
+    const lanes = new Set<Joined>()
+    // lanes asleep, the most recent last (woken first: the likeliest still warm)
+    const sleeping: Array<Joined> = []
+    let epoch = 0
+    // the local time (epoch ms) the next Scheduled row comes due, as far as this worker knows
+    let timerAt: number | undefined
+    let needsQuery = true
+    let querying = false
+
+    const wake = (n: number) => {
+      epoch++
+      for (let i = 0; i < n && sleeping.length > 0; i++) {
+        const lane = sleeping.pop()!
+        const d = lane.wake
+        lane.wake = undefined
+        if (d !== undefined) Deferred.doneUnsafe(d, Effect.void)
+      }
+    }
+
+    const setTimer = (at: number) =>
+      Effect.suspend(() => {
+        if (timerAt !== undefined && timerAt <= at) return Effect.void
+        timerAt = at
+        return Queue.offer(timerChanged, undefined)
+      })
+
+    const onHint = (hint: Wakeup) =>
+      Effect.suspend(() => {
+        switch (hint._tag) {
+          case "Due":
+            wake(Math.max(1, hint.count))
+            return Effect.void
+          case "Freed":
+            for (const lane of lanes) {
+              if (hint.key !== undefined) lane.forget(hint.key)
+              if (lane.onKey !== undefined && (hint.key === undefined || lane.onKey.key === hint.key)) Deferred.doneUnsafe(lane.onKey.wake, Effect.void)
+            }
+            wake(1)
+            return Effect.void
+          case "Connected":
+            needsQuery = true
+            wake(sleeping.length)
+            return Effect.void
+          case "Future":
+            return Effect.flatMap(Clock.currentTimeMillis, (now) => setTimer(now + hint.inMs + TIMER_MARGIN_MS))
+        }
+      })
+
+    /** Sleeps until the timer's time (or a change of it), then wakes one lane. */
+    const timer: Effect.Effect<never> = Effect.forever(
+      Effect.gen(function* () {
+        const at = timerAt
+        if (at === undefined) return yield* Queue.take(timerChanged)
+        const wait = at - (yield* Clock.currentTimeMillis)
+        if (wait > 0) {
+          const changed = yield* Effect.raceFirst(Effect.as(Effect.sleep(wait), false), Effect.as(Queue.take(timerChanged), true))
+          if (changed) return
+        }
+        timerAt = undefined
+        needsQuery = true
+        wake(1)
+      })
+    )
+
+    const join = (forget: (key: string) => void): LaneWake => {
+      const self: Joined = { forget, wake: undefined, onKey: undefined }
+      lanes.add(self)
+      return {
+        epoch: () => epoch,
+        idle: (seen) =>
+          !enabled
+            ? plainIdle
+            : Effect.suspend(() => {
+                if (epoch !== seen) return Effect.void
+                const d = Deferred.makeUnsafe<void>()
+                self.wake = d
+                sleeping.push(self)
+                return Effect.raceFirst(plainIdle, Deferred.await(d)).pipe(
+                  Effect.ensuring(
+                    Effect.sync(() => {
+                      self.wake = undefined
+                      const i = sleeping.indexOf(self)
+                      if (i >= 0) sleeping.splice(i, 1)
+                    })
+                  )
+                )
+              }),
+        idleOn: (key) =>
+          !enabled
+            ? plainIdle
+            : Effect.suspend(() => {
+                const d = Deferred.makeUnsafe<void>()
+                self.onKey = { key, wake: d }
+                return Effect.raceFirst(plainIdle, Deferred.await(d)).pipe(Effect.ensuring(Effect.sync(() => void (self.onKey = undefined))))
+              }),
+        leave: () => {
+          lanes.delete(self)
+        }
+      }
+    }
+
+    const nextDue = store.nextDue
+    const emptyClaim: Effect.Effect<void> =
+      !enabled || nextDue === undefined
+        ? Effect.void
+        : Effect.suspend(() => {
+            if (!needsQuery || querying) return Effect.void
+            querying = true
+            needsQuery = false
+            // the time counts from the answer (the statement's `now()` is earlier): the timer never fires
+            // before the row is due by the store's clock, whose claim would find nothing
+            return Effect.zip(nextDue, Clock.currentTimeMillis).pipe(
+              Effect.flatMap(([inMs, now]) => (Option.isSome(inMs) ? setTimer(now + inMs.value + TIMER_MARGIN_MS) : Effect.void)),
+              // the store is out of reach: asked again after the next empty claim
+              Effect.catch(() => Effect.sync(() => void (needsQuery = true))),
+              Effect.ensuring(Effect.sync(() => void (querying = false)))
+            )
+          })
+
+    return {
+      enabled,
+      join,
+      emptyClaim,
+      dueAt: (at) => (enabled ? setTimer(at) : Effect.void),
+      run: wakeups === undefined ? Effect.void : Effect.andThen(Effect.forkScoped(timer), Stream.runForEach(wakeups, onHint)).pipe(Effect.scoped)
+    }
+  })
