@@ -36,6 +36,8 @@ const MANY_KEYS = 300
 const MANY_HANDLER_MS = Number(process.env.MANY_HANDLER_MS ?? 0)
 const POLL_MS = Number(process.env.POLL_MS ?? 100)
 const NO_REQUEUE = process.env.REQUEUE === "false"
+/** `ONLY=capped,keyless`: some scenarios only. */
+const ONLY = process.env.ONLY?.split(",")
 
 const Item = Contract.job("ClaimAdmissionBench", Schema.Struct({ key: Schema.String, i: Schema.Number }))
 
@@ -178,6 +180,7 @@ const results: Record<string, Array<Run>> = { capped: [], keyless: [], many: [] 
 for (let r = 0; r < ROUNDS; r++) {
   const order = r % 2 === 0 ? (["capped", "keyless", "many"] as const) : (["many", "keyless", "capped"] as const)
   for (const name of order) {
+    if (ONLY !== undefined && !ONLY.includes(name)) continue
     const s = name === "capped" ? capped : name === "keyless" ? keyless : many
     const res = await run(s)
     results[name]!.push(res)
@@ -185,7 +188,7 @@ for (let r = 0; r < ROUNDS; r++) {
   }
 }
 const med = (name: string) => {
-  const rs = results[name]!
+  const rs = results[name]!.length > 0 ? results[name]! : [{ rate: 0, requeuesPerJob: 0, maxLive: 0, maxPerKey: 0 }]
   return { rate: median(rs.map((x) => x.rate)), requeuesPerJob: median(rs.map((x) => x.requeuesPerJob)), maxLive: Math.max(...rs.map((x) => x.maxLive)), maxPerKey: Math.max(...rs.map((x) => x.maxPerKey)) }
 }
 const c = med("capped")

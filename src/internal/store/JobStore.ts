@@ -493,6 +493,82 @@ export const fairMerge = (plain: ReadonlyArray<Job>, fair: ReadonlyArray<Job>, l
   return merged.slice(0, limit).map((m) => m.job)
 }
 
+/**
+ * How many due plain rows past a claim's own limit its admission looks through (see {@link admit}): rows
+ * of a full key or group at the head of the queue hide the rows behind them from a claim up to this depth.
+ */
+export const ADMISSION_DEPTH = 64
+
+/** What a row's concurrency policy (stamped, or carried at publish) says to the claim's admission. */
+interface Admission {
+  readonly key: string | undefined
+  readonly mode: unknown
+  readonly limit: number
+  readonly group: string | undefined
+  readonly groupLimit: number
+  /** `requeue: false`: never claimed while its key is full. */
+  readonly hold: boolean
+}
+
+const admissionOf = (job: Job): Admission => {
+  const v = (job.metadata as any)?.policies?.concurrency?.value
+  const key = typeof v?.key === "string" || typeof v?.key === "number" ? String(v.key) : undefined
+  const group = typeof v?.total?.group === "string" || typeof v?.total?.group === "number" ? String(v.total.group) : undefined
+  return {
+    key,
+    mode: v?.mode,
+    limit: isLimit(v?.limit) ? v.limit : 1,
+    group,
+    groupLimit: isLimit(v?.total?.limit) ? v.total.limit : 1,
+    hold: v?.requeue === false
+  }
+}
+
+/**
+ * The admission of a claim's plain rows (due, pending, not fair-share, not Fifo; `pending` in
+ * ScheduleTime order) given the live holders (`live`: the rows Processing with an unexpired lease): the
+ * rows the claim may take, in order — the in-memory spelling of the PostgreSQL claim's (see
+ * `pg/fetch.ts`, `admissionCtes`). Among the first `limit` + {@link ADMISSION_DEPTH} rows, a Wait row is
+ * key-admissible while its key's holders plus its key's rows ahead of it are fewer than its limit (other
+ * modes always: they act on a full key); a row with a total cap that is not Skip / CancelNewest is
+ * group-admissible while its group's holders plus the key-admissible rows of its group ahead of it are
+ * fewer than its cap. The admissible rows; when there is none, the first group-admissible row of a full
+ * key unless it is declared `requeue: false` (the gate requeues it: the spec's mechanism). A row of a
+ * full group is never taken. (The PostgreSQL claim also reads the admin overrides of keys and groups.)
+ */
+export const admit = (pending: ReadonlyArray<Job>, live: ReadonlyArray<Job>, limit: number): Array<Job> => {
+  const keyHolders = new Map<string, number>()
+  const groupHolders = new Map<string, number>()
+  for (const job of live) {
+    const a = admissionOf(job)
+    if (a.key !== undefined) keyHolders.set(a.key, (keyHolders.get(a.key) ?? 0) + 1)
+    if (a.group !== undefined) groupHolders.set(a.group, (groupHolders.get(a.group) ?? 0) + 1)
+  }
+  const keyRank = new Map<string, number>()
+  const groupRank = new Map<string, number>()
+  const admitted: Array<Job> = []
+  let fallback: Job | undefined
+  for (const job of pending.slice(0, limit + ADMISSION_DEPTH)) {
+    const a = admissionOf(job)
+    let keyOk = true
+    if (a.key !== undefined) {
+      const rank = (keyRank.get(a.key) ?? 0) + 1
+      keyRank.set(a.key, rank)
+      keyOk = a.mode !== "Wait" || (keyHolders.get(a.key) ?? 0) + rank <= a.limit
+    }
+    let groupOk = true
+    if (a.group !== undefined) {
+      const slot = `${keyOk}:${a.group}`
+      const rank = (groupRank.get(slot) ?? 0) + 1
+      groupRank.set(slot, rank)
+      groupOk = a.mode === "Skip" || a.mode === "CancelNewest" || (groupHolders.get(a.group) ?? 0) + rank <= a.groupLimit
+    }
+    if (keyOk && groupOk) admitted.push(job)
+    else if (groupOk && !a.hold && fallback === undefined) fallback = job
+  }
+  return admitted.length > 0 || fallback === undefined ? admitted : [fallback]
+}
+
 /** Submission order: (createdAt, id). */
 export const bySubmission = (a: Job, b: Job): number =>
   a.createdAt.getTime() - b.createdAt.getTime() || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0)

@@ -14,6 +14,7 @@ import * as Option from "effect/Option"
 import { Job, type JobLog } from "../job/Job.js"
 import { counterOf, logOf, stateOf } from "../job/Outcome.js"
 import {
+  admit,
   bySubmission,
   type CancelResult,
   cancelText,
@@ -172,12 +173,10 @@ export const make = Effect.flatMap(SemaphoreProviderMemory.make, (locks) => Effe
         const candidates = [...jobs.values()]
         // fair-share rows in tag order, merged with the rest by ScheduleTime (see `fairMerge`)
         const fair = candidates.filter((j) => pendingDue(j) && j.fairTag !== undefined && fifoPolicyOf(j) === undefined)
-        const plain = candidates
-          .filter(
-            (j) =>
-              (pendingDue(j) && j.fairTag === undefined && fifoPolicyOf(j) === undefined) ||
-              (j.state === "Processing" && j.leaseUntil !== null && j.leaseUntil.getTime() < at.getTime())
-          )
+        // the plain pending rows through the admission (see `admit`), then the expired leases and the Fifo row
+        const live = candidates.filter((j) => j.state === "Processing" && j.leaseUntil !== null && j.leaseUntil.getTime() >= at.getTime())
+        const plain = admit(candidates.filter((j) => pendingDue(j) && j.fairTag === undefined && fifoPolicyOf(j) === undefined).sort(byTime), live, limit)
+          .concat(candidates.filter((j) => j.state === "Processing" && j.leaseUntil !== null && j.leaseUntil.getTime() < at.getTime()))
           .concat(fifo)
         const due = claimOrder(fairMerge(plain, fair, limit))
         return due.map((j) => {

@@ -9,11 +9,97 @@ import type * as Statement from "effect/sql/Statement"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import type { Job } from "../../job/Job.js"
-import { claimOrder, type FetchHint } from "../JobStore.js"
+import { ADMISSION_DEPTH, claimOrder, type FetchHint } from "../JobStore.js"
 import type { StoreError } from "../StoreError.js"
-import type { LimitsTable } from "./readsLimits.js"
+import { expiring, type LimitsTable } from "./readsLimits.js"
 import { runPrepared } from "./prepared.js"
 import { fail, rowToJob } from "./shared.js"
+
+/**
+ * A limit read from a row's metadata (a text fragment) as an int; one that is not a valid limit
+ * (hand-corrupted metadata) counts as 1, so that the row is claimed in turn and the worker fails it (a
+ * bad cast would fail every fetch).
+ */
+const asLimit = (sql: SqlClient.SqlClient, text: Statement.Fragment) =>
+  sql`CASE WHEN ${text} ~ '^[1-9][0-9]{0,9}$' THEN CASE WHEN ${text}::bigint <= 2147483647 THEN ${text}::int ELSE 1 END ELSE 1 END`
+
+/**
+ * The admission of the claim's plain rows (due, not fair-share, not Fifo), as common table expressions
+ * (`adm_*`) and `ids`, the array of the rows the claim may take, in order. A FILTER and ORDER only: the
+ * slots stay with the semaphore provider, and a row the claim misjudges (two claims racing for the last
+ * slot, an override changed meanwhile) meets the gate as before.
+ *
+ * The first `limit` + {@link ADMISSION_DEPTH} due plain rows are read (walking `warp_jobs_due_unfair`),
+ * and for their keys and groups the live holders are counted from the rows themselves: the rows
+ * Processing with an unexpired lease (`excluding` the row the carrying statement finalizes, whose slot
+ * that statement frees), per key on `warp_jobs_key_live`, per group among the Processing rows
+ * (`warp_jobs_lease`). A key's slots: its admin override (unexpired) > the row's stamped limit > 1; a
+ * group's: its admin override (unexpired) > the row's declared total. In ScheduleTime order, a row is
+ * - key-admissible unless it is a Wait row and its key's holders plus the rows of its key ahead of it
+ *   fill the key's slots (Skip and CancelRunning rows are claimed as before: their mode acts on a full key);
+ * - group-admissible unless it declares a total cap, is not Skip / CancelNewest (dropped when full: their
+ *   purpose) and its group's holders plus the key-admissible rows of its group ahead of it fill the cap.
+ * `ids`: the admissible rows; only when there is none, the first group-admissible Wait row of a full key
+ * (its gate requeues it, the spec's mechanism, and the lane then skips its key) — unless that row is
+ * declared `requeue: false`: such rows wait, unclaimed, for their key to have room. A row of a full
+ * group is never taken.
+ */
+export const admissionCtes = (
+  sql: SqlClient.SqlClient,
+  limitsTable: LimitsTable,
+  limit: number,
+  notContended: Statement.Fragment,
+  excluding: string | undefined
+): { readonly ctes: Statement.Fragment; readonly ids: Statement.Fragment } => {
+  const due = sql`state IN ('Scheduled', 'Enqueued') AND schedule_time <= now()`
+  const key = sql`(metadata #>> '{policies,concurrency,value,key}')`
+  const mode = sql`(metadata #>> '{policies,concurrency,value,mode}')`
+  const group = sql`(metadata #>> '{policies,concurrency,value,total,group}')`
+  const plain = sql`(${mode} IS DISTINCT FROM 'Fifo' OR ${key} IS NULL)`
+  const live = sql`state = 'Processing' AND lease_until >= now()${excluding === undefined ? sql`` : sql` AND id <> ${excluding}`}`
+  const keyOverride =
+    limitsTable === "absent"
+      ? sql`NULL::int`
+      : sql`(SELECT slots FROM warp_concurrency_limits WHERE key = ak.k${expiring(limitsTable) ? sql` AND (expires_at IS NULL OR expires_at > now())` : sql``})`
+  const groupOverride =
+    limitsTable === "grouped"
+      ? sql`(SELECT slots FROM warp_concurrency_group_limits WHERE group_name = ag.g AND (expires_at IS NULL OR expires_at > now()))`
+      : sql`NULL::int`
+  const dropped = sql`('Skip', 'CancelNewest')`
+  return {
+    ctes: sql`adm_c AS MATERIALIZED (
+          SELECT id, schedule_time, ${key} AS k, ${mode} AS md, ${group} AS g,
+                 ${asLimit(sql, sql`(metadata #>> '{policies,concurrency,value,limit}')`)} AS lim,
+                 ${asLimit(sql, sql`(metadata #>> '{policies,concurrency,value,total,limit}')`)} AS glim,
+                 coalesce((metadata #>> '{policies,concurrency,value,requeue}') = 'false', FALSE) AS hold
+          FROM warp_jobs
+          WHERE ${due} AND ${plain} AND fair_tag IS NULL${notContended}
+          ORDER BY schedule_time
+          LIMIT ${limit + ADMISSION_DEPTH}
+        ), adm_k AS MATERIALIZED (
+          SELECT ak.k, ${keyOverride} AS slots, (SELECT count(*)::int FROM warp_jobs WHERE ${key} = ak.k AND ${live}) AS n
+          FROM (SELECT DISTINCT k FROM adm_c WHERE k IS NOT NULL AND md = 'Wait') ak
+        ), adm_g AS MATERIALIZED (
+          SELECT ag.g, ${groupOverride} AS slots, (SELECT count(*)::int FROM warp_jobs WHERE ${live} AND ${group} = ag.g) AS n
+          FROM (SELECT DISTINCT g FROM adm_c WHERE g IS NOT NULL AND md NOT IN ${dropped}) ag
+        ), adm_kr AS (
+          SELECT c.id, c.schedule_time, c.g, c.md, c.glim, c.hold,
+                 (c.k IS NULL OR c.md IS DISTINCT FROM 'Wait'
+                  OR kk.n + row_number() OVER (PARTITION BY c.k ORDER BY c.schedule_time, c.id) <= coalesce(kk.slots, c.lim)) AS key_ok
+          FROM adm_c c LEFT JOIN adm_k kk ON kk.k = c.k
+        ), adm AS MATERIALIZED (
+          SELECT r.id, r.schedule_time, r.key_ok, r.hold,
+                 (r.g IS NULL OR r.md IN ${dropped}
+                  OR gg.n + row_number() OVER (PARTITION BY r.g, r.key_ok ORDER BY r.schedule_time, r.id) <= coalesce(gg.slots, r.glim)) AS group_ok
+          FROM adm_kr r LEFT JOIN adm_g gg ON gg.g = r.g
+        )`,
+    ids: sql`ARRAY(
+            (SELECT id FROM adm WHERE key_ok AND group_ok ORDER BY schedule_time, id)
+            UNION ALL
+            (SELECT id FROM adm WHERE NOT key_ok AND group_ok AND NOT hold AND NOT EXISTS (SELECT 1 FROM adm WHERE key_ok AND group_ok)
+             ORDER BY schedule_time, id LIMIT 1))`
+  }
+}
 
 /** A claim as common table expressions (see {@link claimCtes}). */
 export interface ClaimCtes {
@@ -57,7 +143,8 @@ export const claimCtes = (
     hint.contended.length === 0
       ? sql``
       : sql` AND coalesce(${key} <> ALL(ARRAY(SELECT jsonb_array_elements_text(${JSON.stringify(hint.contended)}::jsonb))), TRUE)`
-  const rowLimit = sql`CASE WHEN ${lim} ~ '^[1-9][0-9]{0,9}$' THEN CASE WHEN ${lim}::bigint <= 2147483647 THEN ${lim}::int ELSE 1 END ELSE 1 END`
+  const rowLimit = asLimit(sql, lim)
+  const admission = admissionCtes(sql, limitsTable, limit, notContended, excluding)
   const claim =
     hint.sameSlot !== undefined
       ? // the fiber holds a slot of this key: only rows of exactly that policy, near the head, and never
@@ -85,6 +172,9 @@ export const claimCtes = (
         // index and stops at `limit`, where an OR scanned and sorted the table. Rows of keys the
         // fiber just found full are left to other fibers (Fifo rows wait for their turn anyway).
         //
+        // Admission (see `admissionCtes`): `ready` takes the plain rows whose key and group have a free
+        // slot by the rows' own count, first; a row of a full key only when none is admissible.
+        //
         // Fair share (rows with a `fair_tag`, see `JobStore.fairTagOf`): `fair` takes the due fair rows in
         // tag order (`warp_jobs_fair_due`), `fair_at` the smallest ScheduleTimes of the due fair rows
         // (`warp_jobs_fair_time`), and the k-th fair row by tag is merged at the k-th of those times. So
@@ -108,9 +198,9 @@ export const claimCtes = (
           ORDER BY lease_until
           LIMIT ${limit}
           FOR UPDATE SKIP LOCKED
-        ), ready AS (
+        ), ${admission.ctes}, ready AS (
           SELECT id, state AS prev_state, schedule_time FROM warp_jobs
-          WHERE ${due} AND ${plain} AND fair_tag IS NULL${notContended}
+          WHERE id = ANY(${admission.ids}) AND ${due} AND ${plain} AND fair_tag IS NULL
           ORDER BY schedule_time
           LIMIT ${limit}
           FOR UPDATE SKIP LOCKED
@@ -199,7 +289,7 @@ export const claimCtes = (
     rows: sql`(SELECT fu.*${
         withLimits
           ? sql`, a.key AS admin_key, (SELECT slots FROM warp_concurrency_limits WHERE key = a.key${
-              limitsTable === "expiring" ? sql` AND (expires_at IS NULL OR expires_at > now())` : sql``
+              expiring(limitsTable) ? sql` AND (expires_at IS NULL OR expires_at > now())` : sql``
             }) AS admin_slots`
           : sql`, NULL::text AS admin_key, NULL::int AS admin_slots`
       }
