@@ -318,6 +318,15 @@ export interface JobStoreService {
   readonly operate: (action: OperatorAction, ids: ReadonlyArray<string>) => Effect.Effect<OperateResult, StoreError>
   /** The number of rows per state. */
   readonly countByState: Effect.Effect<Readonly<Record<JobState, number>>, StoreError>
+  /**
+   * Optional: takes the reader of the admin overrides that the claim's admission should count a key's
+   * or group's slots by (see {@link admit}); the in-memory limits hand it to the in-memory store. A store
+   * that reads them on its own (the PostgreSQL store reads `warp_concurrency_limits` and
+   * `warp_concurrency_group_limits` in its claim) or that has no admission leaves it out.
+   *
+   * @since 1.1.0
+   */
+  readonly admissionOverrides?: ((overrides: AdmissionOverrides) => void) | undefined
   /** Every counter (`stats:succeeded`, `stats:requeued:<type>`, ...). */
   readonly counters: Effect.Effect<ReadonlyMap<string, number>, StoreError>
   /**
@@ -499,6 +508,17 @@ export const fairMerge = (plain: ReadonlyArray<Job>, fair: ReadonlyArray<Job>, l
  */
 export const ADMISSION_DEPTH = 64
 
+/**
+ * The admin overrides in force at `now` (epoch millis), read at once: a key's slots, a group's cap;
+ * undefined: none (see {@link JobStoreService.admissionOverrides}).
+ *
+ * @since 1.1.0
+ */
+export interface AdmissionOverrides {
+  readonly key: (key: string, now: number) => number | undefined
+  readonly group: (group: string, now: number) => number | undefined
+}
+
 /** What a row's concurrency policy (stamped, or carried at publish) says to the claim's admission. */
 interface Admission {
   readonly key: string | undefined
@@ -534,9 +554,15 @@ const admissionOf = (job: Job): Admission => {
  * group-admissible while its group's holders plus the key-admissible rows of its group ahead of it are
  * fewer than its cap. The admissible rows; when there is none, the first group-admissible row of a full
  * key unless it is declared `requeue: false` (the gate requeues it: the spec's mechanism). A row of a
- * full group is never taken. (The PostgreSQL claim also reads the admin overrides of keys and groups.)
+ * full group is never taken. A key's slots and a group's cap: the admin override in force (`overrides`),
+ * else the row's own.
  */
-export const admit = (pending: ReadonlyArray<Job>, live: ReadonlyArray<Job>, limit: number): Array<Job> => {
+export const admit = (
+  pending: ReadonlyArray<Job>,
+  live: ReadonlyArray<Job>,
+  limit: number,
+  overrides?: { readonly read: AdmissionOverrides; readonly now: number }
+): Array<Job> => {
   const keyHolders = new Map<string, number>()
   const groupHolders = new Map<string, number>()
   for (const job of live) {
@@ -554,14 +580,16 @@ export const admit = (pending: ReadonlyArray<Job>, live: ReadonlyArray<Job>, lim
     if (a.key !== undefined) {
       const rank = (keyRank.get(a.key) ?? 0) + 1
       keyRank.set(a.key, rank)
-      keyOk = a.mode !== "Wait" || (keyHolders.get(a.key) ?? 0) + rank <= a.limit
+      keyOk = a.mode !== "Wait" || (keyHolders.get(a.key) ?? 0) + rank <= (overrides?.read.key(a.key, overrides.now) ?? a.limit)
     }
     let groupOk = true
     if (a.group !== undefined) {
       const slot = `${keyOk}:${a.group}`
       const rank = (groupRank.get(slot) ?? 0) + 1
       groupRank.set(slot, rank)
-      groupOk = a.mode === "Skip" || a.mode === "CancelNewest" || (groupHolders.get(a.group) ?? 0) + rank <= a.groupLimit
+      groupOk =
+        a.mode === "Skip" || a.mode === "CancelNewest" ||
+        (groupHolders.get(a.group) ?? 0) + rank <= (overrides?.read.group(a.group, overrides.now) ?? a.groupLimit)
     }
     if (keyOk && groupOk) admitted.push(job)
     else if (groupOk && !a.hold && fallback === undefined) fallback = job

@@ -14,6 +14,7 @@ import * as Option from "effect/Option"
 import { Job, type JobLog } from "../job/Job.js"
 import { counterOf, logOf, stateOf } from "../job/Outcome.js"
 import {
+  type AdmissionOverrides,
   admit,
   bySubmission,
   type CancelResult,
@@ -53,6 +54,8 @@ export const make = Effect.flatMap(SemaphoreProviderMemory.make, (locks) => Effe
   let slotAudit: ReadonlyArray<SlotAuditFinding> = []
   /** Jobs marked as holding a slot of a `CancelRunning` key (see `markHolder`), cleared by their finalize. */
   const holders = new Map<string, string>()
+  /** The admin overrides the claim's admission reads, once the in-memory limits handed them over (see `admit`). */
+  let overrides: AdmissionOverrides | undefined
   const originFor = new Map<string, Date>()
 
   const log = (jobId: string, at: Date, kind: JobLog["kind"], message: string) => {
@@ -164,6 +167,10 @@ export const make = Effect.flatMap(SemaphoreProviderMemory.make, (locks) => Effe
         })
       ),
 
+    admissionOverrides: (read) => {
+      overrides = read
+    },
+
     fetch: (workerId, limit, lease) =>
       Effect.map(now, (at) => {
         const byTime = (a: Job, b: Job) => a.scheduleTime.getTime() - b.scheduleTime.getTime() || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0)
@@ -175,7 +182,8 @@ export const make = Effect.flatMap(SemaphoreProviderMemory.make, (locks) => Effe
         const fair = candidates.filter((j) => pendingDue(j) && j.fairTag !== undefined && fifoPolicyOf(j) === undefined)
         // the plain pending rows through the admission (see `admit`), then the expired leases and the Fifo row
         const live = candidates.filter((j) => j.state === "Processing" && j.leaseUntil !== null && j.leaseUntil.getTime() >= at.getTime())
-        const plain = admit(candidates.filter((j) => pendingDue(j) && j.fairTag === undefined && fifoPolicyOf(j) === undefined).sort(byTime), live, limit)
+        const pending = candidates.filter((j) => pendingDue(j) && j.fairTag === undefined && fifoPolicyOf(j) === undefined).sort(byTime)
+        const plain = admit(pending, live, limit, overrides === undefined ? undefined : { read: overrides, now: at.getTime() })
           .concat(candidates.filter((j) => j.state === "Processing" && j.leaseUntil !== null && j.leaseUntil.getTime() < at.getTime()))
           .concat(fifo)
         const due = claimOrder(fairMerge(plain, fair, limit))

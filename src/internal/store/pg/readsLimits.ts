@@ -18,7 +18,7 @@ export const expiring = (t: LimitsTable): boolean => t === "expiring" || t === "
  * Whether `warp_concurrency_limits` exists (the concurrency addon's migration ran): claims then read
  * the override of each claimed row's key — ignoring an expired one when the table has `expires_at`
  * (migration 0002). Checked when the returned effect runs (at the store's build); the effect it returns
- * checks again, until the groups' table is there too, at most every 10 s.
+ * checks again, until the groups' table is there too, at most every second (the claims' admission needs the overrides).
  */
 export const readsLimits = (sql: SqlClient.SqlClient): Effect.Effect<Effect.Effect<LimitsTable>> =>
   Effect.gen(function* () {
@@ -35,7 +35,7 @@ export const readsLimits = (sql: SqlClient.SqlClient): Effect.Effect<Effect.Effe
     let hasLimits = yield* limitsTable
     let limitsCheckedAt = Date.now()
     const readsLimits = Effect.suspend(() => {
-      if (hasLimits === "grouped" || Date.now() - limitsCheckedAt < 10_000) return Effect.succeed(hasLimits)
+      if (hasLimits === "grouped" || Date.now() - limitsCheckedAt < 1_000) return Effect.succeed(hasLimits)
       limitsCheckedAt = Date.now()
       return Effect.tap(limitsTable, (present) => Effect.sync(() => (hasLimits = present)))
     })
