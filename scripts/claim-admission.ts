@@ -10,7 +10,8 @@
  *   `MANY_HANDLER_MS` (0) ms handlers; reports jobs/s and requeues per keyed job, and the max holders
  *   of one key.
  * - `REQUEUE=false`: the keyed jobs are declared `{ requeue: false }` (opt-in, see
- *   docs/claim-admission.md), where the code has it.
+ *   docs/claim-admission.md), where the code has it. `CAP=n`: the total cap (default 4; a cap that is
+ *   never full measures what the group's slot itself costs); `NO_TOTAL=1`: no total cap at all.
  *
  *   npx tsx scripts/claim-admission.ts    (or: npm run claim-admission)
  *
@@ -157,7 +158,7 @@ const capped: Scenario = {
   lanes: 8,
   handlerMs: HANDLER_MS,
   keyOf: (i) => `k${i % KEYS}`,
-  params: (key) => JobParameters.make().withSemaphore(key, 2, "Wait", keyedOptions({ group: "all", limit: 4 }) as any)
+  params: (key) => JobParameters.make().withSemaphore(key, 2, "Wait", keyedOptions(process.env.NO_TOTAL === "1" ? undefined : { group: "all", limit: Number(process.env.CAP ?? 4) }) as any)
 }
 const keyless: Scenario = { label: "keyless, 4 lanes", jobs: JOBS, lanes: 4, handlerMs: HANDLER_MS, keyOf: () => undefined, params: () => JobParameters.make() }
 let seed = 42

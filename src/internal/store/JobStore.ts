@@ -506,7 +506,7 @@ export const fairMerge = (plain: ReadonlyArray<Job>, fair: ReadonlyArray<Job>, l
  * How many due plain rows past a claim's own limit its admission looks through (see {@link admit}): rows
  * of a full key or group at the head of the queue hide the rows behind them from a claim up to this depth.
  */
-export const ADMISSION_DEPTH = 64
+export const ADMISSION_DEPTH = 32
 
 /**
  * The admin overrides in force at `now` (epoch millis), read at once: a key's slots, a group's cap;
@@ -549,10 +549,11 @@ const admissionOf = (job: Job): Admission => {
  * ScheduleTime order) given the live holders (`live`: the rows Processing with an unexpired lease): the
  * rows the claim may take, in order — the in-memory spelling of the PostgreSQL claim's (see
  * `pg/fetch.ts`, `admissionCtes`). Among the first `limit` + {@link ADMISSION_DEPTH} rows, a Wait row is
- * key-admissible while its key's holders plus its key's rows ahead of it are fewer than its limit (other
- * modes always: they act on a full key); a row with a total cap that is not Skip / CancelNewest is
- * group-admissible while its group's holders plus the key-admissible rows of its group ahead of it are
- * fewer than its cap. The admissible rows; when there is none, the first group-admissible row of a full
+ * key-admissible while its key's holders are fewer than its limit and no row of its key is ahead of it
+ * (other modes always: they act on a full key); a row with a total cap that is not Skip / CancelNewest is
+ * group-admissible while its group's holders are fewer than its cap and no key-admissible row of its
+ * group is ahead of it. One claim takes at most one constrained row (a Wait row with a key, or a row
+ * with a total cap that is not Skip / CancelNewest): a lane runs its rows one after another. The admissible rows; when there is none, the first group-admissible row of a full
  * key unless it is declared `requeue: false` (the gate requeues it: the spec's mechanism). A row of a
  * full group is never taken. A key's slots and a group's cap: the admin override in force (`overrides`),
  * else the row's own.
@@ -574,13 +575,14 @@ export const admit = (
   const groupRank = new Map<string, number>()
   const admitted: Array<Job> = []
   let fallback: Job | undefined
+  let tookConstrained = false
   for (const job of pending.slice(0, limit + ADMISSION_DEPTH)) {
     const a = admissionOf(job)
     let keyOk = true
     if (a.key !== undefined) {
       const rank = (keyRank.get(a.key) ?? 0) + 1
       keyRank.set(a.key, rank)
-      keyOk = a.mode !== "Wait" || (keyHolders.get(a.key) ?? 0) + rank <= (overrides?.read.key(a.key, overrides.now) ?? a.limit)
+      keyOk = a.mode !== "Wait" || (rank === 1 && (keyHolders.get(a.key) ?? 0) < (overrides?.read.key(a.key, overrides.now) ?? a.limit))
     }
     let groupOk = true
     if (a.group !== undefined) {
@@ -589,10 +591,14 @@ export const admit = (
       groupRank.set(slot, rank)
       groupOk =
         a.mode === "Skip" || a.mode === "CancelNewest" ||
-        (groupHolders.get(a.group) ?? 0) + rank <= (overrides?.read.group(a.group, overrides.now) ?? a.groupLimit)
+        ((!keyOk || rank === 1) && (groupHolders.get(a.group) ?? 0) < (overrides?.read.group(a.group, overrides.now) ?? a.groupLimit))
     }
-    if (keyOk && groupOk) admitted.push(job)
-    else if (groupOk && !a.hold && fallback === undefined) fallback = job
+    const constrained = (a.key !== undefined && a.mode === "Wait") || (a.group !== undefined && a.mode !== "Skip" && a.mode !== "CancelNewest")
+    if (keyOk && groupOk) {
+      // one constrained row per claim (a lane runs its rows one after another)
+      if (!constrained || !tookConstrained) admitted.push(job)
+      tookConstrained ||= constrained
+    } else if (groupOk && !a.hold && fallback === undefined) fallback = job
   }
   return admitted.length > 0 || fallback === undefined ? admitted : [fallback]
 }

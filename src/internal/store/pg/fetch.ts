@@ -32,13 +32,18 @@ const asLimit = (sql: SqlClient.SqlClient, text: Statement.Fragment) =>
  * The first `limit` + {@link ADMISSION_DEPTH} due plain rows are read (walking `warp_jobs_due_unfair`),
  * and for their keys and groups the live holders are counted from the rows themselves: the rows
  * Processing with an unexpired lease (`excluding` the row the carrying statement finalizes, whose slot
- * that statement frees), per key on `warp_jobs_key_live`, per group among the Processing rows
- * (`warp_jobs_lease`). A key's slots: its admin override (unexpired) > the row's stamped limit > 1; a
- * group's: its admin override (unexpired) > the row's declared total. In ScheduleTime order, a row is
- * - key-admissible unless it is a Wait row and its key's holders plus the rows of its key ahead of it
- *   fill the key's slots (Skip and CancelRunning rows are claimed as before: their mode acts on a full key);
+ * that statement frees), read once per claim from `warp_jobs_lease` (as many as the rows claimed and
+ * not finalized: the workers' lanes and batches). A key's slots: its admin override (unexpired) > the row's stamped limit > 1; a
+ * group's: its admin override (unexpired) > the row's declared total. One claim takes at most one
+ * constrained row (a Wait row with a key, or a row with a total cap that is not Skip / CancelNewest): a
+ * lane runs its rows one after another, and a second one would only sit in its batch, counted as a holder
+ * while it does not hold a slot, where other lanes could run it (a lane's keyed jobs come one per
+ * finalizing statement anyway, see `Lane`'s carried claim); `ready` locks up to `limit` admissible rows
+ * and keeps the first constrained one. In ScheduleTime order, a row is
+ * - key-admissible unless it is a Wait row and its key's holders fill the key's slots or a row of its
+ *   key is ahead of it (Skip and CancelRunning rows are claimed as before: their mode acts on a full key);
  * - group-admissible unless it declares a total cap, is not Skip / CancelNewest (dropped when full: their
- *   purpose) and its group's holders plus the key-admissible rows of its group ahead of it fill the cap.
+ *   purpose) and its group's holders fill the cap or a key-admissible row of its group is ahead of it.
  * `ids`: the admissible rows; only when there is none, the first group-admissible Wait row of a full key
  * (its gate requeues it, the spec's mechanism, and the lane then skips its key) — unless that row is
  * declared `requeue: false`: such rows wait, unclaimed, for their key to have room. A row of a full
@@ -59,12 +64,12 @@ export const admissionCtes = (
   const live = sql`state = 'Processing' AND lease_until >= now()${excluding === undefined ? sql`` : sql` AND id <> ${excluding}`}`
   const keyOverride =
     limitsTable === "absent"
-      ? sql`NULL::int`
-      : sql`(SELECT slots FROM warp_concurrency_limits WHERE key = ak.k${expiring(limitsTable) ? sql` AND (expires_at IS NULL OR expires_at > now())` : sql``})`
+      ? sql`SELECT NULL::text AS k, NULL::int AS slots WHERE FALSE`
+      : sql`SELECT key AS k, slots FROM warp_concurrency_limits${expiring(limitsTable) ? sql` WHERE expires_at IS NULL OR expires_at > now()` : sql``}`
   const groupOverride =
     limitsTable === "grouped"
-      ? sql`(SELECT slots FROM warp_concurrency_group_limits WHERE group_name = ag.g AND (expires_at IS NULL OR expires_at > now()))`
-      : sql`NULL::int`
+      ? sql`SELECT group_name AS g, slots FROM warp_concurrency_group_limits WHERE expires_at IS NULL OR expires_at > now()`
+      : sql`SELECT NULL::text AS g, NULL::int AS slots WHERE FALSE`
   const dropped = sql`('Skip', 'CancelNewest')`
   return {
     ctes: sql`adm_c AS MATERIALIZED (
@@ -76,21 +81,26 @@ export const admissionCtes = (
           WHERE ${due} AND ${plain} AND fair_tag IS NULL${notContended}
           ORDER BY schedule_time
           LIMIT ${limit + ADMISSION_DEPTH}
+        ), adm_live AS MATERIALIZED (
+          SELECT ${key} AS k, ${group} AS g FROM warp_jobs WHERE ${live}
         ), adm_k AS MATERIALIZED (
-          SELECT ak.k, ${keyOverride} AS slots, (SELECT count(*)::int FROM warp_jobs WHERE ${key} = ak.k AND ${live}) AS n
+          SELECT ak.k, o.slots, (SELECT count(*)::int FROM adm_live l WHERE l.k = ak.k) AS n
           FROM (SELECT DISTINCT k FROM adm_c WHERE k IS NOT NULL AND md = 'Wait') ak
+          LEFT JOIN (${keyOverride}) o ON o.k = ak.k
         ), adm_g AS MATERIALIZED (
-          SELECT ag.g, ${groupOverride} AS slots, (SELECT count(*)::int FROM warp_jobs WHERE ${live} AND ${group} = ag.g) AS n
+          SELECT ag.g, o.slots, (SELECT count(*)::int FROM adm_live l WHERE l.g = ag.g) AS n
           FROM (SELECT DISTINCT g FROM adm_c WHERE g IS NOT NULL AND md NOT IN ${dropped}) ag
+          LEFT JOIN (${groupOverride}) o ON o.g = ag.g
         ), adm_kr AS (
           SELECT c.id, c.schedule_time, c.g, c.md, c.glim, c.hold,
+                 ((c.k IS NOT NULL AND c.md = 'Wait') OR (c.g IS NOT NULL AND c.md NOT IN ${dropped})) AS constrained,
                  (c.k IS NULL OR c.md IS DISTINCT FROM 'Wait'
-                  OR kk.n + row_number() OVER (PARTITION BY c.k ORDER BY c.schedule_time, c.id) <= coalesce(kk.slots, c.lim)) AS key_ok
+                  OR (row_number() OVER (PARTITION BY c.k ORDER BY c.schedule_time, c.id) = 1 AND kk.n < coalesce(kk.slots, c.lim))) AS key_ok
           FROM adm_c c LEFT JOIN adm_k kk ON kk.k = c.k
         ), adm AS MATERIALIZED (
-          SELECT r.id, r.schedule_time, r.key_ok, r.hold,
+          SELECT r.id, r.schedule_time, r.key_ok, r.hold, r.constrained,
                  (r.g IS NULL OR r.md IN ${dropped}
-                  OR gg.n + row_number() OVER (PARTITION BY r.g, r.key_ok ORDER BY r.schedule_time, r.id) <= coalesce(gg.slots, r.glim)) AS group_ok
+                  OR (gg.n < coalesce(gg.slots, r.glim) AND (NOT r.key_ok OR row_number() OVER (PARTITION BY r.g, r.key_ok ORDER BY r.schedule_time, r.id) = 1))) AS group_ok
           FROM adm_kr r LEFT JOIN adm_g gg ON gg.g = r.g
         )`,
     ids: sql`ARRAY(
@@ -198,12 +208,16 @@ export const claimCtes = (
           ORDER BY lease_until
           LIMIT ${limit}
           FOR UPDATE SKIP LOCKED
-        ), ${admission.ctes}, ready AS (
+        ), ${admission.ctes}, ready_l AS (
           SELECT id, state AS prev_state, schedule_time FROM warp_jobs
           WHERE id = ANY(${admission.ids}) AND ${due} AND ${plain} AND fair_tag IS NULL
           ORDER BY schedule_time
           LIMIT ${limit}
           FOR UPDATE SKIP LOCKED
+        ), ready AS (
+          SELECT l.id, l.prev_state, l.schedule_time FROM ready_l l JOIN adm a ON a.id = l.id
+          WHERE NOT a.constrained
+             OR l.id = (SELECT l2.id FROM ready_l l2 JOIN adm a2 ON a2.id = l2.id WHERE a2.constrained ORDER BY l2.schedule_time, l2.id LIMIT 1)
         ), fair AS (
           SELECT id, state AS prev_state, fair_tag FROM warp_jobs
           WHERE ${due} AND fair_tag IS NOT NULL${notContended}
