@@ -15,7 +15,7 @@ import type { LogKind, Outcome } from "../job/Outcome.js"
 import * as Describe from "../error/Describe.js"
 import { PositiveInt } from "../policy/PolicyValues.js"
 import type { SemaphoreProviderService } from "../semaphore/SemaphoreProvider.js"
-import type { FusedRelease } from "../semaphore/SemaphoreProviderPg.js"
+import type { FusedRelease } from "../semaphore/SemaphoreProvider.js"
 import type { KeyInsightService } from "./KeyInsight.js"
 import type { StoreError } from "./StoreError.js"
 
@@ -35,7 +35,7 @@ export interface Finalize {
   readonly handlerRan?: boolean | undefined
   /**
    * The held concurrency slot's release, when the store may run it inside this write (see
-   * `SemaphoreProviderPg.FusedRelease`): then one statement finalizes the attempt and frees the slot.
+   * `SemaphoreProvider.FusedRelease`): then one statement finalizes the attempt and frees the slot.
    * A store that ignores it stays correct: the slot is then released by the attempt's scope.
    */
   readonly release?: FusedRelease | undefined
