@@ -47,6 +47,8 @@ const withDatabase = async <A>(f: (url: string) => Promise<A>): Promise<A> => {
   const db = `warp_claim_bench_${process.pid}_${dbs++}`
   await admin(`DROP DATABASE IF EXISTS ${db} WITH (FORCE)`)
   await admin(`CREATE DATABASE ${db}`)
+  // PLAN=custom|generic: the database's plan_cache_mode (the slot connections' statements are prepared)
+  if (process.env.PLAN !== undefined) await admin(`ALTER DATABASE ${db} SET plan_cache_mode = force_${process.env.PLAN}_plan`)
   try {
     return await f(urlOf(db))
   } finally {
