@@ -73,16 +73,20 @@ export const admissionCtes = (
   const dropped = sql`('Skip', 'CancelNewest')`
   return {
     ctes: sql`adm_c AS MATERIALIZED (
-          SELECT id, schedule_time, ${key} AS k, ${mode} AS md, ${group} AS g,
-                 ${asLimit(sql, sql`(metadata #>> '{policies,concurrency,value,limit}')`)} AS lim,
-                 ${asLimit(sql, sql`(metadata #>> '{policies,concurrency,value,total,limit}')`)} AS glim,
-                 coalesce((metadata #>> '{policies,concurrency,value,requeue}') = 'false', FALSE) AS hold
-          FROM warp_jobs
-          WHERE ${due} AND ${plain} AND fair_tag IS NULL${notContended}
-          ORDER BY schedule_time
-          LIMIT ${limit + ADMISSION_DEPTH}
+          SELECT id, schedule_time, v ->> 'key' AS k, v ->> 'mode' AS md, v #>> '{total,group}' AS g,
+                 ${asLimit(sql, sql`(v ->> 'limit')`)} AS lim,
+                 ${asLimit(sql, sql`(v #>> '{total,limit}')`)} AS glim,
+                 coalesce(v ->> 'requeue' = 'false', FALSE) AS hold
+          FROM (
+            SELECT id, schedule_time, metadata #> '{policies,concurrency,value}' AS v
+            FROM warp_jobs
+            WHERE ${due} AND ${plain} AND fair_tag IS NULL${notContended}
+            ORDER BY schedule_time
+            LIMIT ${limit + ADMISSION_DEPTH}
+          ) c0
         ), adm_live AS MATERIALIZED (
-          SELECT ${key} AS k, ${group} AS g FROM warp_jobs WHERE ${live}
+          SELECT ${key} AS k, ${group} AS g FROM warp_jobs
+          WHERE ${live} AND EXISTS (SELECT 1 FROM adm_c WHERE k IS NOT NULL OR g IS NOT NULL)
         ), adm_k AS MATERIALIZED (
           SELECT ak.k, o.slots, (SELECT count(*)::int FROM adm_live l WHERE l.k = ak.k) AS n
           FROM (SELECT DISTINCT k FROM adm_c WHERE k IS NOT NULL AND md = 'Wait') ak
