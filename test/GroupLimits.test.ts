@@ -127,15 +127,16 @@ const runGroup = (holders: HolderCounter) =>
 
 for (const [name, env] of workerEnvs) {
   describe(`a group override at pickup on ${name}`, () => {
-    it.live("an override below the declared total (1 < 2) is the cap in force, with its number in the audit text", () => {
+    it.live("an override below the declared total (1 < 2) is the cap in force, with its number in any requeue's audit text", () => {
       const { expected, handler, holders } = observeGroup()
       expected.n = 1
       return Effect.gen(function* () {
         yield* (yield* Limits).addOrUpdateGroupLimit("exports", 1)
         const requeues = yield* runGroup(holders)
         expect(holders.max.get("group")).toBe(1)
-        expect(requeues).toContain(groupRequeuedText("exports", 1))
-        expect(requeues).not.toContain(groupRequeuedText("exports", DECLARED))
+        // the claim leaves the rows of the full group unclaimed (docs/claim-admission.md): a requeue for
+        // the group is left for two claims racing for its slot, and then names the cap in force
+        for (const text of requeues.filter((m) => m.includes("group"))) expect(text).toBe(groupRequeuedText("exports", 1))
       }).pipe(Effect.provide(env([handler])))
     })
 

@@ -364,15 +364,61 @@ for (const [name, makeLayer] of stores) {
         expect(ids(yield* store.fetch("w1", 10, lease))).toEqual([now.id])
       }).pipe(Effect.provide(makeLayer())))
 
+    /** A row of a keyed Wait policy as `withSemaphore(key, limit, "Wait", options)` stores it at publish. */
+    const keyed = (key: string, limit: number, at: number, extra: Record<string, unknown> = {}) =>
+      newJob({ scheduleTime: new Date(at), metadata: { policies: { concurrency: { source: "enqueue", value: { key, limit, mode: "Wait", ...extra } } } } })
+
+    it.live("Admission: a row whose group is full is never claimed, rows whose key has room go first, in ScheduleTime order", () =>
+      Effect.gen(function* () {
+        const store = yield* JobStore
+        const t = Date.now()
+        const g = { total: { group: "g", limit: 2 } }
+        const [r1, r2, r3, r4] = [keyed("k1", 1, t - 5000, g), keyed("k1", 1, t - 4000, g), keyed("k2", 1, t - 3000, g), keyed("k3", 1, t - 2000, g)]
+        const r5 = newJob({ scheduleTime: new Date(t - 1000) })
+        yield* submit([r1!, r2!, r3!, r4!, r5])
+        // one constrained row (keyed Wait, or under a total cap) per claim (a lane runs its rows one after another)
+        const first = yield* store.fetch("w1", 10, lease)
+        expect(ids(first)).toEqual([r1!.id, r5.id])
+        // r2: its key is full; r3 takes the group's second slot
+        const second = yield* store.fetch("w2", 10, lease)
+        expect(ids(second)).toEqual([r3!.id])
+        // the group is full: neither r2 (whose key is full too) nor r4 is taken, not even as a last resort
+        expect(yield* store.fetch("w2", 10, lease)).toEqual([])
+        const done = first.find((j) => j.id === r1!.id)!
+        expect(yield* store.finalize({ job: done, workerId: "w1", outcome: Job.Outcome.Succeeded(), metadata: done.metadata })).toBe(true)
+        // one group slot free, and k1 has room again: r2, the older of the two
+        expect(ids(yield* store.fetch("w3", 10, lease))).toEqual([r2!.id])
+        expect(yield* store.fetch("w4", 10, lease)).toEqual([])
+      }).pipe(Effect.provide(makeLayer())))
+
+    it.live("Admission: a Wait row of a full key is claimed only when nothing admissible is due (one), never when declared requeue: false", () =>
+      Effect.gen(function* () {
+        const store = yield* JobStore
+        const t = Date.now()
+        const [a1, a2, a3] = [keyed("a", 1, t - 5000), keyed("a", 1, t - 4000), keyed("a", 1, t - 3500)]
+        const [h1, h2] = [keyed("h", 1, t - 3000, { requeue: false }), keyed("h", 1, t - 2500, { requeue: false })]
+        const skip = newJob({ scheduleTime: new Date(t - 2000), metadata: { policies: { concurrency: { source: "enqueue", value: { key: "a", limit: 1, mode: "Skip" } } } } })
+        yield* submit([a1!, a2!, a3!, h1!, h2!, skip])
+        // a Skip row is claimed as before, its key full or not (its gate drops it: the spec's Skip); one
+        // keyed Wait row per claim
+        expect(ids(yield* store.fetch("w1", 10, lease))).toEqual([a1!.id, skip.id])
+        expect(ids(yield* store.fetch("w2", 10, lease))).toEqual([h1!.id])
+        // nothing admissible: one Wait row of the full key "a" (its gate requeues it), never "h"'s
+        expect(ids(yield* store.fetch("w3", 10, lease))).toEqual([a2!.id])
+        expect(ids(yield* store.fetch("w4", 10, lease))).toEqual([a3!.id])
+        expect(yield* store.fetch("w5", 10, lease)).toEqual([])
+      }).pipe(Effect.provide(makeLayer())))
+
     it.live("Fifo: keys are independent, and rows of other modes and keyless rows are fetched as before", () =>
       Effect.gen(function* () {
         const store = yield* JobStore
         const t = Date.now()
         const a = [fifoJob("a", 1, { scheduleTime: new Date(t - 4000) }), fifoJob("a", 1, { scheduleTime: new Date(t - 4000) })]
         const b = [fifoJob("b", 1, { scheduleTime: new Date(t - 3000) }), fifoJob("b", 1, { scheduleTime: new Date(t - 3000) })]
+        // a Wait row of key "a", which has room (the admission, see below, takes one such row per claim)
         const wait = (key: string, at: number) =>
-          newJob({ scheduleTime: new Date(at), metadata: { policies: { concurrency: { source: "enqueue", value: { key, limit: 1, mode: "Wait" } } } } })
-        const others = [wait("a", t - 2000), wait("a", t - 1900), newJob({ scheduleTime: new Date(t - 1000) })]
+          newJob({ scheduleTime: new Date(at), metadata: { policies: { concurrency: { source: "enqueue", value: { key, limit: 2, mode: "Wait" } } } } })
+        const others = [wait("a", t - 2000), newJob({ scheduleTime: new Date(t - 1900) }), newJob({ scheduleTime: new Date(t - 1000) })]
         yield* submit([...a, ...b, ...others])
         const got = yield* store.fetch("w1", 10, lease)
         expect(ids(got)).toEqual([a[0]!.id, ...ids(others)])

@@ -173,12 +173,14 @@ for (const [name, store] of stores) {
           yield* Effect.forkScoped(Stream.runForEach(yield* store.wakeups!, (h) => Queue.offer(hints, h)))
           // PostgreSQL: the listener is up (a notification sent before it listens is not heard)
           if (name === "postgres") yield* Effect.repeat(Queue.take(hints), { until: (h) => h._tag === "Connected" })
-          const keyed = { policies: { concurrency: { source: "enqueue", value: { key: "k", limit: 1, mode: "Wait" } } } }
+          const keyed = { policies: { concurrency: { source: "enqueue", value: { key: "k", limit: 3, mode: "Wait" } } } }
           const row = (id: string, metadata: unknown, at = new Date(0)): NewJob => ({
             id, type: "T", handler: null, payload: {}, state: "Enqueued", scheduleTime: at, metadata
           })
           yield* store.insert([row("a", {}), row("b", keyed, new Date(1)), row("c", keyed, new Date(2)), row("d", keyed, new Date(3))])
-          const [a, b, c] = yield* store.fetch("w", 3, Duration.minutes(1))
+          // a claim takes at most one keyed Wait row (the claim's admission): "b" with "a", then "c"
+          const [a, b] = yield* store.fetch("w", 3, Duration.minutes(1))
+          const [c] = yield* store.fetch("w", 1, Duration.minutes(1))
           expect([a!.id, b!.id, c!.id]).toEqual(["a", "b", "c"])
           // keyless: nothing; keyed without a handler run: nothing; keyed after a run with "d" due: Freed
           expect(yield* store.finalize({ job: a!, workerId: "w", outcome: Outcome.Succeeded(), metadata: {} })).toBe(true)

@@ -57,8 +57,8 @@ for (const [name, env] of setups) {
         expect([...runs.values()].every((n) => n === 1) && runs.size === 30).toBe(true)
         const details = yield* Effect.forEach(ids, detail)
         expect(details.every((d) => d.job.state === "Succeeded")).toBe(true)
-        const requeues = details.flatMap((d) => d.logs.filter((l) => l.kind === "Requeued").map((l) => l.message))
-        expect(requeues).toContain(groupRequeuedText("exports", 3))
+        // the claim leaves the rows of a full group to wait (docs/claim-admission.md): the group's requeue
+        // text is left for two claims racing for its last slot, which the slots still settle
         expect(groupRequeuedText("exports", 3)).toBe("Requeued — group 'exports' full (3 slots)")
         // the total cap is stamped with the rest of the policy
         expect((details[0]!.job.metadata as any).policies.concurrency.value.total).toEqual(exportsCap)

@@ -7,7 +7,7 @@
 import type { LimitFrom } from "../policy/ComputedLimit.js"
 import * as Declaration from "../policy/Declaration.js"
 import { InvalidPolicy } from "../policy/InvalidPolicy.js"
-import { call, checkFairMode, type ConcurrencyMode, type TotalCap } from "../policy/PolicyValues.js"
+import { call, checkFairMode, checkRequeueMode, type ConcurrencyMode, type TotalCap } from "../policy/PolicyValues.js"
 
 export type { LimitFrom } from "../policy/ComputedLimit.js"
 
@@ -32,16 +32,31 @@ export interface ConcurrencyOptions {
    * @since 0.3.0
    */
   readonly weight?: number
+  /**
+   * Opt-in, beyond the spec, mode `Wait` only: `false` leaves a job unclaimed while its key is full
+   * (its key's live holders, counted from the job rows, fill its limit), instead of the spec's
+   * mechanism, where a worker picks it up, finds the key full and requeues it (`Requeued — '{key}' full
+   * ({N} slots)`, `stats:requeued`). Such jobs then cost no claim and no requeue write while they wait;
+   * the trail of a job shows no requeue entry unless two claims raced for the key's last slot (the slot
+   * is still what enforces the limit: the loser is requeued as in the spec), and `stats:requeued` no
+   * longer measures how often the key was full. Any other mode throws `InvalidPolicy`, as does a
+   * computed limit (the claim reads the stamped limit). Default `true`: the spec's behaviour. See
+   * docs/claim-admission.md.
+   *
+   * @since 1.1.0
+   */
+  readonly requeue?: boolean
 }
 
 const totalOf = (options: ConcurrencyOptions | undefined) => ({
   ...(options?.total === undefined ? {} : { total: options.total }),
-  ...(options?.weight === undefined ? {} : { weight: options.weight })
+  ...(options?.weight === undefined ? {} : { weight: options.weight }),
+  ...(options?.requeue === undefined ? {} : { requeue: options.requeue })
 })
 
 const declare = (input: { key: string; limit: number; mode: ConcurrencyMode }, options: ConcurrencyOptions | undefined, entry: string) => {
   const d = Declaration.make("concurrency", { ...input, ...totalOf(options) }, "anywhere", entry)
-  const refused = checkFairMode(entry, input.mode, options?.weight)
+  const refused = checkFairMode(entry, input.mode, options?.weight) ?? checkRequeueMode(entry, input.mode, options?.requeue)
   if (refused !== undefined) throw refused
   return d
 }
@@ -80,6 +95,9 @@ export const Semaphore = <P = any>(
   const entry = call("Semaphore", key, "<computed>", options)
   if (options?.mode === "Fifo") {
     throw new InvalidPolicy({ family: "concurrency", message: `${entry}: a computed limit cannot be used with mode 'Fifo'`, entry, value: options.mode })
+  }
+  if (options?.requeue === false) {
+    throw new InvalidPolicy({ family: "concurrency", message: `${entry}: a computed limit cannot be used with requeue: false`, entry, value: options.requeue })
   }
   // the limit 1 is a placeholder: resolution replaces it with the computed number before stamping
   const declaration = declare({ key, limit: 1, mode: options?.mode ?? "Wait" }, options, entry)

@@ -20,6 +20,7 @@ import * as Result from "effect/Result"
 import * as Schema from "effect/Schema"
 import * as SqlClient from "effect/sql/SqlClient"
 import * as Describe from "../error/Describe.js"
+import { JobStore } from "../store/JobStore.js"
 import * as Migrations from "../store/Migrations.js"
 import { call, PolicyKey, PositiveInt, validate } from "../policy/PolicyValues.js"
 import { InvalidPolicy } from "../policy/InvalidPolicy.js"
@@ -186,8 +187,10 @@ const serviceOf = (k: Overrides<ConcurrencyLimit>, g: Overrides<ConcurrencyGroup
   getGroupLimit: g.get
 })
 
-/** One kind of override in memory; expiry on the `Clock`. */
-const memoryOverrides = <A extends { readonly expiresAt?: Date | undefined }>(kind: Kind<A>): Overrides<A> => {
+/** One kind of override in memory; expiry on the `Clock`. `peek`: the slots of the override in force at `now`, read at once. */
+const memoryOverrides = <A extends { readonly expiresAt?: Date | undefined; readonly slots: number }>(
+  kind: Kind<A>
+): Overrides<A> & { readonly peek: (name: string, now: number) => number | undefined } => {
   const rows = new Map<string, A>()
   /** Drops the expired rows (lazy purge) and returns the time it read. */
   const purge = Effect.map(Clock.currentTimeMillis, (now) => {
@@ -195,6 +198,10 @@ const memoryOverrides = <A extends { readonly expiresAt?: Date | undefined }>(ki
     return now
   })
   return {
+    peek: (name, now) => {
+      const row = rows.get(name)
+      return row !== undefined && isLive(row, now) ? row.slots : undefined
+    },
     addOrUpdate: (name, slots, expiry) =>
       Result.match(kind.check(name, slots, expiry), {
         onFailure: Effect.fail,
@@ -221,9 +228,20 @@ const memoryOverrides = <A extends { readonly expiresAt?: Date | undefined }>(ki
   }
 }
 
-/** In-memory overrides; expiry is measured on the `Clock` (so `TestClock` drives it). */
-export const layerMemory: Layer.Layer<ConcurrencyLimitManager> = Layer.sync(ConcurrencyLimitManager, () =>
-  serviceOf(memoryOverrides(keys), memoryOverrides(groups))
+/**
+ * In-memory overrides; expiry is measured on the `Clock` (so `TestClock` drives it). Built over a job store
+ * that asks for them (the in-memory store's claim, see `JobStoreService.admissionOverrides`), it hands the
+ * store a reader of them, so that the claim's admission counts a key's or group's slots as the gate does.
+ */
+export const layerMemory: Layer.Layer<ConcurrencyLimitManager> = Layer.effect(
+  ConcurrencyLimitManager,
+  Effect.gen(function* () {
+    const k = memoryOverrides(keys)
+    const g = memoryOverrides(groups)
+    const store = yield* Effect.serviceOption(JobStore)
+    if (Option.isSome(store)) store.value.admissionOverrides?.({ key: k.peek, group: g.peek })
+    return serviceOf(k, g)
+  })
 )
 
 /** The SQL condition "this row's override still applies". */

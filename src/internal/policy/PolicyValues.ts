@@ -68,20 +68,32 @@ export const FairWeight = Schema.Number.check(
 /**
  * The `concurrency` metadata slot: at most `limit` jobs of `key` processing at once, and, with `total`,
  * at most `total.limit` jobs of its group. With `weight`, the key's jobs are claimed in weighted fair
- * share with the other weighted keys (rows stored before `weight` existed decode without it).
+ * share with the other weighted keys (rows stored before `weight` existed decode without it). With
+ * `requeue: false`, a job is left unclaimed while its key is full.
  */
 export class ConcurrencyPolicy extends Schema.Class<ConcurrencyPolicy>("ConcurrencyPolicy")({
   key: PolicyKey,
   limit: PositiveInt,
   mode: ConcurrencyMode,
   total: Schema.optional(TotalCap),
-  weight: Schema.optional(FairWeight)
+  weight: Schema.optional(FairWeight),
+  /**
+   * `false` (opt-in, mode Wait only): the claim leaves the job unclaimed while its key is full, instead
+   * of the gate requeueing it (see `ConcurrencyOptions.requeue`). Rows stored without it decode as before.
+   */
+  requeue: Schema.optional(Schema.Boolean)
 }) {}
 
 /** Refuses a weight on a Fifo-mode policy (its order is submission order, not fair share). */
 export const checkFairMode = (entry: string, mode: ConcurrencyMode, weight: number | undefined): InvalidPolicy | undefined =>
   weight !== undefined && mode === "Fifo"
     ? new InvalidPolicy({ family: "concurrency", message: `${entry}: a weight cannot be used with mode 'Fifo'`, entry, value: weight })
+    : undefined
+
+/** Refuses `requeue: false` on a mode other than Wait (only a Wait job is requeued while its key is full). */
+export const checkRequeueMode = (entry: string, mode: ConcurrencyMode, requeue: boolean | undefined): InvalidPolicy | undefined =>
+  requeue === false && mode !== "Wait"
+    ? new InvalidPolicy({ family: "concurrency", message: `${entry}: requeue: false can only be used with mode 'Wait' (got '${mode}')`, entry, value: requeue })
     : undefined
 
 /**

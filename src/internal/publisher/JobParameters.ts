@@ -12,7 +12,7 @@ import { InvalidPolicy } from "../policy/InvalidPolicy.js"
 import type { FamilyName } from "../policy/PolicyFamily.js"
 import type { ConcurrencyMode, TimeoutScope, TotalCap } from "../policy/PolicyValues.js"
 import { type RetryOptions, retryValue } from "../policy/Policies.js"
-import { call, checkFairMode } from "../policy/PolicyValues.js"
+import { call, checkFairMode, checkRequeueMode } from "../policy/PolicyValues.js"
 
 /** A typed accessor of one metadata slot, editable through a mutable draft. */
 export interface MetadataAccessor<K extends FamilyName, D> {
@@ -32,6 +32,13 @@ export interface ConcurrencyParameterOptions {
   readonly total?: TotalCap | undefined
   /** Opt-in weighted fair share: a finite number > 0 (see `ConcurrencyOptions.weight`). */
   readonly weight?: number | undefined
+  /**
+   * Opt-in, mode `Wait` only: `false` leaves the job unclaimed while its key is full, instead of
+   * requeueing it (see `ConcurrencyOptions.requeue`).
+   *
+   * @since 1.1.0
+   */
+  readonly requeue?: boolean | undefined
 }
 
 /** A bare total cap (`{ group, limit }`, the 4th argument before 0.3.0) or options. */
@@ -84,15 +91,15 @@ export class JobParameters {
     input: { readonly key: string; readonly limit: number; readonly mode: ConcurrencyMode },
     options: TotalCap | ConcurrencyParameterOptions | undefined
   ): JobParameters {
-    const { total, weight } = splitOptions(options)
+    const { requeue, total, weight } = splitOptions(options)
     const entry = options === undefined ? call(name, ...args) : call(name, ...args, options)
     const d = Declaration.makeEither(
       "concurrency",
-      { ...input, ...(total === undefined ? {} : { total }), ...(weight === undefined ? {} : { weight }) },
+      { ...input, ...(total === undefined ? {} : { total }), ...(weight === undefined ? {} : { weight }), ...(requeue === undefined ? {} : { requeue }) },
       "anywhere",
       entry
     )
-    const refused = Result.isSuccess(d) ? checkFairMode(entry, input.mode, weight) : undefined
+    const refused = Result.isSuccess(d) ? (checkFairMode(entry, input.mode, weight) ?? checkRequeueMode(entry, input.mode, requeue)) : undefined
     return this.with(refused === undefined ? d : Result.fail(refused))
   }
 

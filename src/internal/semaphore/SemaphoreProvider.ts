@@ -11,6 +11,8 @@
  *
  * @since 0.1.0
  */
+import type * as SqlClient from "effect/sql/SqlClient"
+import type * as Statement from "effect/sql/Statement"
 import * as Context from "effect/Context"
 import * as Describe from "../error/Describe.js"
 import * as Data from "effect/Data"
@@ -145,4 +147,50 @@ export const pollUntil = <A, E, R>(
     Effect.retry({ schedule: Schedule.spaced(every).pipe(Schedule.upTo({ duration: Duration.millis(waitMs) })), while: (e) => e instanceof Busy }),
     Effect.catchIf((e): e is Busy => e instanceof Busy, () => Effect.succeed(Option.none<A>()))
   )
+}
+
+/**
+ * A held slot's release, offered to a store that can run it inside its own finalizing statement on
+ * the slot's connection: the port between a SQL provider and a SQL store, which names neither (the
+ * built-in PostgreSQL provider offers it in its default mode, one connection per held slot; the
+ * built-in PostgreSQL store runs it when it shares the provider's `SqlClient`). A store that ignores it
+ * stays correct: the slot is then released by the attempt's scope.
+ */
+export interface FusedRelease {
+  /** The `SqlClient` whose connection holds the slot: a store fuses only a statement meant for it. */
+  readonly client: SqlClient.SqlClient
+  /**
+   * The release as common table expressions of that client, for the store to add to its statement's
+   * `WITH` list: `r` (one row, column `released`) unlocks the slot under its name's guard and puts the
+   * session's `idle_session_timeout` back; another removes the slot's lock-delay marker.
+   */
+  readonly statement: Statement.Fragment
+  /**
+   * Runs `text` (with `params`) on the slot's connection. On success the slot counts as released and
+   * the scope's release only gives the connection back; on failure, or when the connection is lost
+   * while the statement runs, the slot is lost (the connection is dropped) and this fails.
+   */
+  readonly run: (text: string, params: ReadonlyArray<unknown>) => Effect.Effect<ReadonlyArray<unknown>, SemaphoreError>
+  /**
+   * Set by the worker: asked when `run` failed (the slot's connection died), whether the store may still
+   * write the outcome through its pool — the slot provably stayed held up to the run's end
+   * (`Slot.heldThrough`). False: the store fails with the `SemaphoreError`, and the worker writes the
+   * requeue it names instead (`FinalizeOptions.unproven`). Absent: the store writes through its pool.
+   */
+  readonly fallback?: Effect.Effect<boolean> | undefined
+  /**
+   * The release for a statement that also claims rows (`claimed`: a relation of the claimed rows with
+   * their `metadata`, `schedule_time`, `id`, `admin_key` and `admin_slots`), in place of `statement`:
+   * the common table expressions `ctes` free this slot and take, on the same connection, a slot for
+   * the first claimed row (by ScheduleTime, id) whose key is in mode Wait without a total cap, at its
+   * limit (the admin override read by the claim, else the row's); `columns` is a one-row relation for
+   * the statement's `FROM` (`released` and the slot taken, if any). Run the statement with `run`: a
+   * slot it took is handed to the next `tryAcquire` of that name in this process whose limit covers
+   * it, or released if none asks for it soon.
+   */
+  readonly carry: (claimed: Statement.Fragment) => {
+    readonly ctes: Statement.Fragment
+    readonly columns: Statement.Fragment
+    readonly run: (text: string, params: ReadonlyArray<unknown>) => Effect.Effect<ReadonlyArray<unknown>, SemaphoreError>
+  }
 }

@@ -94,6 +94,7 @@ import { queryNamed, runNamed } from "../pg/Named.js"
 import { guardKey, lockId } from "./lockId.js"
 import {
   acquireWith,
+  type FusedRelease,
   type Held,
   randomOffset,
   SemaphoreError,
@@ -264,49 +265,8 @@ const FORGET = "DELETE FROM warp_semaphore_marker WHERE lock_id = $1::bigint AND
 const UNLOCK_ALL = "SELECT pg_advisory_unlock_all()"
 const UNLOCK_ALL_RESET = "SELECT pg_advisory_unlock_all(), set_config('idle_session_timeout', $1::text, false)"
 
-/**
- * A held slot's release, offered to a store that can run it inside its own finalizing statement on
- * the slot's connection (the built-in PostgreSQL store does, when it shares the provider's
- * `SqlClient`). Only the default mode (one connection per held slot) offers it.
- */
-export interface FusedRelease {
-  /** The `SqlClient` whose connection holds the slot: a store fuses only a statement meant for it. */
-  readonly client: SqlClient.SqlClient
-  /**
-   * The release as common table expressions of that client, for the store to add to its statement's
-   * `WITH` list: `r` (one row, column `released`) unlocks the slot under its name's guard and puts the
-   * session's `idle_session_timeout` back; another removes the slot's lock-delay marker.
-   */
-  readonly statement: Statement.Fragment
-  /**
-   * Runs `text` (with `params`) on the slot's connection. On success the slot counts as released and
-   * the scope's release only gives the connection back; on failure, or when the connection is lost
-   * while the statement runs, the slot is lost (the connection is dropped) and this fails.
-   */
-  readonly run: (text: string, params: ReadonlyArray<unknown>) => Effect.Effect<ReadonlyArray<unknown>, SemaphoreError>
-  /**
-   * Set by the worker: asked when `run` failed (the slot's connection died), whether the store may still
-   * write the outcome through its pool — the slot provably stayed held up to the run's end
-   * (`Slot.heldThrough`). False: the store fails with the `SemaphoreError`, and the worker writes the
-   * requeue it names instead (`FinalizeOptions.unproven`). Absent: the store writes through its pool.
-   */
-  readonly fallback?: Effect.Effect<boolean> | undefined
-  /**
-   * The release for a statement that also claims rows (`claimed`: a relation of the claimed rows with
-   * their `metadata`, `schedule_time`, `id`, `admin_key` and `admin_slots`), in place of `statement`:
-   * the common table expressions `ctes` free this slot and take, on the same connection, a slot for
-   * the first claimed row (by ScheduleTime, id) whose key is in mode Wait without a total cap, at its
-   * limit (the admin override read by the claim, else the row's); `columns` is a one-row relation for
-   * the statement's `FROM` (`released` and the slot taken, if any). Run the statement with `run`: a
-   * slot it took is handed to the next `tryAcquire` of that name in this process whose limit covers
-   * it, or released if none asks for it soon.
-   */
-  readonly carry: (claimed: Statement.Fragment) => {
-    readonly ctes: Statement.Fragment
-    readonly columns: Statement.Fragment
-    readonly run: (text: string, params: ReadonlyArray<unknown>) => Effect.Effect<ReadonlyArray<unknown>, SemaphoreError>
-  }
-}
+/** A held slot's release, offered to a store that fuses it into its finalizing statement (see `SemaphoreProvider.FusedRelease`). */
+export type { FusedRelease }
 
 /** How long a slot taken for a claimed job waits for its attempt's `tryAcquire` before it is released (ms). */
 const ADOPT_WITHIN_MS = 500

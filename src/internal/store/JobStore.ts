@@ -18,7 +18,7 @@ import type { JobExpired, PruneResult, RetentionPlan } from "../job/Retention.js
 import * as Describe from "../error/Describe.js"
 import { PositiveInt } from "../policy/PolicyValues.js"
 import type { SemaphoreProviderService } from "../semaphore/SemaphoreProvider.js"
-import type { FusedRelease } from "../semaphore/SemaphoreProviderPg.js"
+import type { FusedRelease } from "../semaphore/SemaphoreProvider.js"
 import type { KeyInsightService } from "./KeyInsight.js"
 import type { StoreError } from "./StoreError.js"
 import type { Wakeup } from "./Wakeup.js"
@@ -39,7 +39,7 @@ export interface Finalize {
   readonly handlerRan?: boolean | undefined
   /**
    * The held concurrency slot's release, when the store may run it inside this write (see
-   * `SemaphoreProviderPg.FusedRelease`): then one statement finalizes the attempt and frees the slot.
+   * `SemaphoreProvider.FusedRelease`): then one statement finalizes the attempt and frees the slot.
    * A store that ignores it stays correct: the slot is then released by the attempt's scope.
    */
   readonly release?: FusedRelease | undefined
@@ -337,6 +337,15 @@ export interface JobStoreService {
   readonly operate: (action: OperatorAction, ids: ReadonlyArray<string>) => Effect.Effect<OperateResult, StoreError>
   /** The number of rows per state. */
   readonly countByState: Effect.Effect<Readonly<Record<JobState, number>>, StoreError>
+  /**
+   * Optional: takes the reader of the admin overrides that the claim's admission should count a key's
+   * or group's slots by (see {@link admit}); the in-memory limits hand it to the in-memory store. A store
+   * that reads them on its own (the PostgreSQL store reads `warp_concurrency_limits` and
+   * `warp_concurrency_group_limits` in its claim) or that has no admission leaves it out.
+   *
+   * @since 1.1.0
+   */
+  readonly admissionOverrides?: ((overrides: AdmissionOverrides) => void) | undefined
   /** Every counter (`stats:succeeded`, `stats:requeued:<type>`, ...). */
   readonly counters: Effect.Effect<ReadonlyMap<string, number>, StoreError>
   /**
@@ -523,6 +532,107 @@ export const fairMerge = (plain: ReadonlyArray<Job>, fair: ReadonlyArray<Job>, l
   // ties: plain first (as the SQL's merge orders by (merge time, branch))
   merged.sort((a, b) => a.at - b.at || Number(a.fair) - Number(b.fair))
   return merged.slice(0, limit).map((m) => m.job)
+}
+
+/**
+ * How many due plain rows past a claim's own limit its admission looks through (see {@link admit}): rows
+ * of a full key or group at the head of the queue hide the rows behind them from a claim up to this depth.
+ */
+export const ADMISSION_DEPTH = 32
+
+/**
+ * The admin overrides in force at `now` (epoch millis), read at once: a key's slots, a group's cap;
+ * undefined: none (see {@link JobStoreService.admissionOverrides}).
+ *
+ * @since 1.1.0
+ */
+export interface AdmissionOverrides {
+  readonly key: (key: string, now: number) => number | undefined
+  readonly group: (group: string, now: number) => number | undefined
+}
+
+/** What a row's concurrency policy (stamped, or carried at publish) says to the claim's admission. */
+interface Admission {
+  readonly key: string | undefined
+  readonly mode: unknown
+  readonly limit: number
+  readonly group: string | undefined
+  readonly groupLimit: number
+  /** `requeue: false`: never claimed while its key is full. */
+  readonly hold: boolean
+}
+
+const admissionOf = (job: Job): Admission => {
+  const v = (job.metadata as any)?.policies?.concurrency?.value
+  const key = typeof v?.key === "string" || typeof v?.key === "number" ? String(v.key) : undefined
+  const group = typeof v?.total?.group === "string" || typeof v?.total?.group === "number" ? String(v.total.group) : undefined
+  return {
+    key,
+    mode: v?.mode,
+    limit: isLimit(v?.limit) ? v.limit : 1,
+    group,
+    groupLimit: isLimit(v?.total?.limit) ? v.total.limit : 1,
+    hold: v?.requeue === false
+  }
+}
+
+/**
+ * The admission of a claim's plain rows (due, pending, not fair-share, not Fifo; `pending` in
+ * ScheduleTime order) given the live holders (`live`: the rows Processing with an unexpired lease): the
+ * rows the claim may take, in order — the in-memory spelling of the PostgreSQL claim's (see
+ * `pg/fetch.ts`, `admissionCtes`). Among the first `limit` + {@link ADMISSION_DEPTH} rows, a Wait row is
+ * key-admissible while its key's holders are fewer than its limit and no row of its key is ahead of it
+ * (other modes always: they act on a full key); a row with a total cap that is not Skip / CancelNewest is
+ * group-admissible while its group's holders are fewer than its cap and no key-admissible row of its
+ * group is ahead of it. One claim takes at most one constrained row (a Wait row with a key, or a row
+ * with a total cap that is not Skip / CancelNewest): a lane runs its rows one after another. The admissible rows; when there is none, the first group-admissible row of a full
+ * key unless it is declared `requeue: false` (the gate requeues it: the spec's mechanism). A row of a
+ * full group is never taken. A key's slots and a group's cap: the admin override in force (`overrides`),
+ * else the row's own.
+ */
+export const admit = (
+  pending: ReadonlyArray<Job>,
+  live: ReadonlyArray<Job>,
+  limit: number,
+  overrides?: { readonly read: AdmissionOverrides; readonly now: number }
+): Array<Job> => {
+  const keyHolders = new Map<string, number>()
+  const groupHolders = new Map<string, number>()
+  for (const job of live) {
+    const a = admissionOf(job)
+    if (a.key !== undefined) keyHolders.set(a.key, (keyHolders.get(a.key) ?? 0) + 1)
+    if (a.group !== undefined) groupHolders.set(a.group, (groupHolders.get(a.group) ?? 0) + 1)
+  }
+  const keyRank = new Map<string, number>()
+  const groupRank = new Map<string, number>()
+  const admitted: Array<Job> = []
+  let fallback: Job | undefined
+  let tookConstrained = false
+  for (const job of pending.slice(0, limit + ADMISSION_DEPTH)) {
+    const a = admissionOf(job)
+    let keyOk = true
+    if (a.key !== undefined) {
+      const rank = (keyRank.get(a.key) ?? 0) + 1
+      keyRank.set(a.key, rank)
+      keyOk = a.mode !== "Wait" || (rank === 1 && (keyHolders.get(a.key) ?? 0) < (overrides?.read.key(a.key, overrides.now) ?? a.limit))
+    }
+    let groupOk = true
+    if (a.group !== undefined) {
+      const slot = `${keyOk}:${a.group}`
+      const rank = (groupRank.get(slot) ?? 0) + 1
+      groupRank.set(slot, rank)
+      groupOk =
+        a.mode === "Skip" || a.mode === "CancelNewest" ||
+        ((!keyOk || rank === 1) && (groupHolders.get(a.group) ?? 0) < (overrides?.read.group(a.group, overrides.now) ?? a.groupLimit))
+    }
+    const constrained = (a.key !== undefined && a.mode === "Wait") || (a.group !== undefined && a.mode !== "Skip" && a.mode !== "CancelNewest")
+    if (keyOk && groupOk) {
+      // one constrained row per claim (a lane runs its rows one after another)
+      if (!constrained || !tookConstrained) admitted.push(job)
+      tookConstrained ||= constrained
+    } else if (groupOk && !a.hold && fallback === undefined) fallback = job
+  }
+  return admitted.length > 0 || fallback === undefined ? admitted : [fallback]
 }
 
 /** Submission order: (createdAt, id). */

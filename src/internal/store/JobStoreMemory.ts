@@ -18,6 +18,8 @@ import { Job, type JobLog } from "../job/Job.js"
 import { counterOf, logOf, stateOf } from "../job/Outcome.js"
 import { FOREVER_MS, HISTORY_MS, historyBucket, JobExpired, type PruneResult, type RetentionPlan, type TerminalState, planFor, terminal } from "../job/Retention.js"
 import {
+  type AdmissionOverrides,
+  admit,
   bySubmission,
   type CancelResult,
   cancelText,
@@ -59,6 +61,8 @@ export const make = Effect.flatMap(Effect.zip(SemaphoreProviderMemory.make, PubS
   let slotAudit: ReadonlyArray<SlotAuditFinding> = []
   /** Jobs marked as holding a slot of a `CancelRunning` key (see `markHolder`), cleared by their finalize. */
   const holders = new Map<string, string>()
+  /** The admin overrides the claim's admission reads, once the in-memory limits handed them over (see `admit`). */
+  let overrides: AdmissionOverrides | undefined
   const originFor = new Map<string, Date>()
   /** Pruned jobs, by id (see `prune`). */
   const tombstones = new Map<string, { readonly type: string; readonly state: TerminalState; readonly finishedAt: Date; readonly prunedAt: Date }>()
@@ -209,6 +213,10 @@ export const make = Effect.flatMap(Effect.zip(SemaphoreProviderMemory.make, PubS
         })
       ),
 
+    admissionOverrides: (read) => {
+      overrides = read
+    },
+
     fetch: (workerId, limit, lease) =>
       Effect.map(now, (at) => {
         const byTime = (a: Job, b: Job) => a.scheduleTime.getTime() - b.scheduleTime.getTime() || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0)
@@ -218,12 +226,11 @@ export const make = Effect.flatMap(Effect.zip(SemaphoreProviderMemory.make, PubS
         const candidates = [...jobs.values()]
         // fair-share rows in tag order, merged with the rest by ScheduleTime (see `fairMerge`)
         const fair = candidates.filter((j) => pendingDue(j) && j.fairTag !== undefined && fifoPolicyOf(j) === undefined)
-        const plain = candidates
-          .filter(
-            (j) =>
-              (pendingDue(j) && j.fairTag === undefined && fifoPolicyOf(j) === undefined) ||
-              (j.state === "Processing" && j.leaseUntil !== null && j.leaseUntil.getTime() < at.getTime())
-          )
+        // the plain pending rows through the admission (see `admit`), then the expired leases and the Fifo row
+        const live = candidates.filter((j) => j.state === "Processing" && j.leaseUntil !== null && j.leaseUntil.getTime() >= at.getTime())
+        const pending = candidates.filter((j) => pendingDue(j) && j.fairTag === undefined && fifoPolicyOf(j) === undefined).sort(byTime)
+        const plain = admit(pending, live, limit, overrides === undefined ? undefined : { read: overrides, now: at.getTime() })
+          .concat(candidates.filter((j) => j.state === "Processing" && j.leaseUntil !== null && j.leaseUntil.getTime() < at.getTime()))
           .concat(fifo)
         const due = claimOrder(fairMerge(plain, fair, limit))
         return due.map((j) => {

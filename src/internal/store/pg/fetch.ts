@@ -9,11 +9,111 @@ import type * as Statement from "effect/sql/Statement"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import type { Job } from "../../job/Job.js"
-import { claimOrder, type FetchHint } from "../JobStore.js"
+import { ADMISSION_DEPTH, claimOrder, type FetchHint } from "../JobStore.js"
 import type { StoreError } from "../StoreError.js"
-import type { LimitsTable } from "./readsLimits.js"
+import { expiring, type LimitsTable } from "./readsLimits.js"
 import { runPrepared } from "./prepared.js"
 import { fail, rowToJob } from "./shared.js"
+
+/**
+ * A limit read from a row's metadata (a text fragment) as an int; one that is not a valid limit
+ * (hand-corrupted metadata) counts as 1, so that the row is claimed in turn and the worker fails it (a
+ * bad cast would fail every fetch).
+ */
+const asLimit = (sql: SqlClient.SqlClient, text: Statement.Fragment) =>
+  sql`CASE WHEN ${text} ~ '^[1-9][0-9]{0,9}$' THEN CASE WHEN ${text}::bigint <= 2147483647 THEN ${text}::int ELSE 1 END ELSE 1 END`
+
+/**
+ * The admission of the claim's plain rows (due, not fair-share, not Fifo), as common table expressions
+ * (`adm_*`) and `ids`, the array of the rows the claim may take, in order. A FILTER and ORDER only: the
+ * slots stay with the semaphore provider, and a row the claim misjudges (two claims racing for the last
+ * slot, an override changed meanwhile) meets the gate as before.
+ *
+ * The first `limit` + {@link ADMISSION_DEPTH} due plain rows are read (walking `warp_jobs_due_unfair`),
+ * and for their keys and groups the live holders are counted from the rows themselves: the rows
+ * Processing with an unexpired lease (`excluding` the row the carrying statement finalizes, whose slot
+ * that statement frees), read once per claim from `warp_jobs_lease` (as many as the rows claimed and
+ * not finalized: the workers' lanes and batches). A key's slots: its admin override (unexpired) > the row's stamped limit > 1; a
+ * group's: its admin override (unexpired) > the row's declared total. One claim takes at most one
+ * constrained row (a Wait row with a key, or a row with a total cap that is not Skip / CancelNewest): a
+ * lane runs its rows one after another, and a second one would only sit in its batch, counted as a holder
+ * while it does not hold a slot, where other lanes could run it (a lane's keyed jobs come one per
+ * finalizing statement anyway, see `Lane`'s carried claim); `ready` locks up to `limit` admissible rows
+ * and keeps the first constrained one. In ScheduleTime order, a row is
+ * - key-admissible unless it is a Wait row and its key's holders fill the key's slots or a row of its
+ *   key is ahead of it (Skip and CancelRunning rows are claimed as before: their mode acts on a full key);
+ * - group-admissible unless it declares a total cap, is not Skip / CancelNewest (dropped when full: their
+ *   purpose) and its group's holders fill the cap or a key-admissible row of its group is ahead of it.
+ * `ids`: the admissible rows; only when there is none, the first group-admissible Wait row of a full key
+ * (its gate requeues it, the spec's mechanism, and the lane then skips its key) — unless that row is
+ * declared `requeue: false`: such rows wait, unclaimed, for their key to have room. A row of a full
+ * group is never taken.
+ */
+export const admissionCtes = (
+  sql: SqlClient.SqlClient,
+  limitsTable: LimitsTable,
+  limit: number,
+  notContended: Statement.Fragment,
+  excluding: string | undefined
+): { readonly ctes: Statement.Fragment; readonly ids: Statement.Fragment } => {
+  const due = sql`state IN ('Scheduled', 'Enqueued') AND schedule_time <= now()`
+  const key = sql`(metadata #>> '{policies,concurrency,value,key}')`
+  const mode = sql`(metadata #>> '{policies,concurrency,value,mode}')`
+  const group = sql`(metadata #>> '{policies,concurrency,value,total,group}')`
+  const plain = sql`(${mode} IS DISTINCT FROM 'Fifo' OR ${key} IS NULL)`
+  const live = sql`state = 'Processing' AND lease_until >= now()${excluding === undefined ? sql`` : sql` AND id <> ${excluding}`}`
+  const keyOverride =
+    limitsTable === "absent"
+      ? sql`SELECT NULL::text AS k, NULL::int AS slots WHERE FALSE`
+      : sql`SELECT key AS k, slots FROM warp_concurrency_limits${expiring(limitsTable) ? sql` WHERE expires_at IS NULL OR expires_at > now()` : sql``}`
+  const groupOverride =
+    limitsTable === "grouped"
+      ? sql`SELECT group_name AS g, slots FROM warp_concurrency_group_limits WHERE expires_at IS NULL OR expires_at > now()`
+      : sql`SELECT NULL::text AS g, NULL::int AS slots WHERE FALSE`
+  const dropped = sql`('Skip', 'CancelNewest')`
+  return {
+    ctes: sql`adm_c AS MATERIALIZED (
+          SELECT id, schedule_time, v ->> 'key' AS k, v ->> 'mode' AS md, v #>> '{total,group}' AS g,
+                 ${asLimit(sql, sql`(v ->> 'limit')`)} AS lim,
+                 ${asLimit(sql, sql`(v #>> '{total,limit}')`)} AS glim,
+                 coalesce(v ->> 'requeue' = 'false', FALSE) AS hold
+          FROM (
+            SELECT id, schedule_time, metadata #> '{policies,concurrency,value}' AS v
+            FROM warp_jobs
+            WHERE ${due} AND ${plain} AND fair_tag IS NULL${notContended}
+            ORDER BY schedule_time
+            LIMIT ${limit + ADMISSION_DEPTH}
+          ) c0
+        ), adm_live AS MATERIALIZED (
+          SELECT ${key} AS k, ${group} AS g FROM warp_jobs
+          WHERE ${live} AND EXISTS (SELECT 1 FROM adm_c WHERE k IS NOT NULL OR g IS NOT NULL)
+        ), adm_k AS MATERIALIZED (
+          SELECT ak.k, o.slots, (SELECT count(*)::int FROM adm_live l WHERE l.k = ak.k) AS n
+          FROM (SELECT DISTINCT k FROM adm_c WHERE k IS NOT NULL AND md = 'Wait') ak
+          LEFT JOIN (${keyOverride}) o ON o.k = ak.k
+        ), adm_g AS MATERIALIZED (
+          SELECT ag.g, o.slots, (SELECT count(*)::int FROM adm_live l WHERE l.g = ag.g) AS n
+          FROM (SELECT DISTINCT g FROM adm_c WHERE g IS NOT NULL AND md NOT IN ${dropped}) ag
+          LEFT JOIN (${groupOverride}) o ON o.g = ag.g
+        ), adm_kr AS (
+          SELECT c.id, c.schedule_time, c.g, c.md, c.glim, c.hold,
+                 ((c.k IS NOT NULL AND c.md = 'Wait') OR (c.g IS NOT NULL AND c.md NOT IN ${dropped})) AS constrained,
+                 (c.k IS NULL OR c.md IS DISTINCT FROM 'Wait'
+                  OR (row_number() OVER (PARTITION BY c.k ORDER BY c.schedule_time, c.id) = 1 AND kk.n < coalesce(kk.slots, c.lim))) AS key_ok
+          FROM adm_c c LEFT JOIN adm_k kk ON kk.k = c.k
+        ), adm AS MATERIALIZED (
+          SELECT r.id, r.schedule_time, r.key_ok, r.hold, r.constrained,
+                 (r.g IS NULL OR r.md IN ${dropped}
+                  OR (gg.n < coalesce(gg.slots, r.glim) AND (NOT r.key_ok OR row_number() OVER (PARTITION BY r.g, r.key_ok ORDER BY r.schedule_time, r.id) = 1))) AS group_ok
+          FROM adm_kr r LEFT JOIN adm_g gg ON gg.g = r.g
+        )`,
+    ids: sql`ARRAY(
+            (SELECT id FROM adm WHERE key_ok AND group_ok ORDER BY schedule_time, id)
+            UNION ALL
+            (SELECT id FROM adm WHERE NOT key_ok AND group_ok AND NOT hold AND NOT EXISTS (SELECT 1 FROM adm WHERE key_ok AND group_ok)
+             ORDER BY schedule_time, id LIMIT 1))`
+  }
+}
 
 /** A claim as common table expressions (see {@link claimCtes}). */
 export interface ClaimCtes {
@@ -57,7 +157,8 @@ export const claimCtes = (
     hint.contended.length === 0
       ? sql``
       : sql` AND coalesce(${key} <> ALL(ARRAY(SELECT jsonb_array_elements_text(${JSON.stringify(hint.contended)}::jsonb))), TRUE)`
-  const rowLimit = sql`CASE WHEN ${lim} ~ '^[1-9][0-9]{0,9}$' THEN CASE WHEN ${lim}::bigint <= 2147483647 THEN ${lim}::int ELSE 1 END ELSE 1 END`
+  const rowLimit = asLimit(sql, lim)
+  const admission = admissionCtes(sql, limitsTable, limit, notContended, excluding)
   const claim =
     hint.sameSlot !== undefined
       ? // the fiber holds a slot of this key: only rows of exactly that policy, near the head, and never
@@ -85,6 +186,9 @@ export const claimCtes = (
         // index and stops at `limit`, where an OR scanned and sorted the table. Rows of keys the
         // fiber just found full are left to other fibers (Fifo rows wait for their turn anyway).
         //
+        // Admission (see `admissionCtes`): `ready` takes the plain rows whose key and group have a free
+        // slot by the rows' own count, first; a row of a full key only when none is admissible.
+        //
         // Fair share (rows with a `fair_tag`, see `JobStore.fairTagOf`): `fair` takes the due fair rows in
         // tag order (`warp_jobs_fair_due`), `fair_at` the smallest ScheduleTimes of the due fair rows
         // (`warp_jobs_fair_time`), and the k-th fair row by tag is merged at the k-th of those times. So
@@ -108,12 +212,16 @@ export const claimCtes = (
           ORDER BY lease_until
           LIMIT ${limit}
           FOR UPDATE SKIP LOCKED
-        ), ready AS (
+        ), ${admission.ctes}, ready_l AS (
           SELECT id, state AS prev_state, schedule_time FROM warp_jobs
-          WHERE ${due} AND ${plain} AND fair_tag IS NULL${notContended}
+          WHERE id = ANY(${admission.ids}) AND ${due} AND ${plain} AND fair_tag IS NULL
           ORDER BY schedule_time
           LIMIT ${limit}
           FOR UPDATE SKIP LOCKED
+        ), ready AS (
+          SELECT l.id, l.prev_state, l.schedule_time FROM ready_l l JOIN adm a ON a.id = l.id
+          WHERE NOT a.constrained
+             OR l.id = (SELECT l2.id FROM ready_l l2 JOIN adm a2 ON a2.id = l2.id WHERE a2.constrained ORDER BY l2.schedule_time, l2.id LIMIT 1)
         ), fair AS (
           SELECT id, state AS prev_state, fair_tag FROM warp_jobs
           WHERE ${due} AND fair_tag IS NOT NULL${notContended}
@@ -199,7 +307,7 @@ export const claimCtes = (
     rows: sql`(SELECT fu.*${
         withLimits
           ? sql`, a.key AS admin_key, (SELECT slots FROM warp_concurrency_limits WHERE key = a.key${
-              limitsTable === "expiring" ? sql` AND (expires_at IS NULL OR expires_at > now())` : sql``
+              expiring(limitsTable) ? sql` AND (expires_at IS NULL OR expires_at > now())` : sql``
             }) AS admin_slots`
           : sql`, NULL::text AS admin_key, NULL::int AS admin_slots`
       }
