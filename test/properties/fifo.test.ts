@@ -5,8 +5,8 @@
  * so the gate never finds the key full).
  *
  * 1. Memory store, several fibers under TestClock (1,000 cases, 4 shards of 250): jobs arrive while
- *    the worker runs (random gaps), deterministic and cheap — every wake-up is an arrival, a handler
- *    sleep or a (100 ms) idle poll.
+ *    the worker runs (random gaps, the first 1 ms after it starts), deterministic and cheap — every
+ *    wake-up is an arrival, a handler sleep or a (100 ms) idle poll, or a store hint one of them sent.
  * 2. PostgreSQL store and provider, two workers of three fibers, live clock (30 cases on one database,
  *    each with its own keys; the jobs are enqueued before the workers start, gaps unused).
  *
@@ -133,6 +133,16 @@ const check = (
 const memoryKey = (k: number) => `fifo-${k}`
 
 /**
+ * The first arrival comes this long after the worker starts, so that every enqueue happens in a wake of
+ * the TestClock (the end of a `sleep`). `TestClock.adjust` waits, after each sleep it ends, for the work
+ * that wake set off — the store's wake-up hint, the lanes it wakes, their claims and attempts — to
+ * suspend; an enqueue at time 0 from a fiber the clock never woke sets off work that runs alongside
+ * `adjust` instead, which can then move the clock past the horizon before a woken lane's handler starts
+ * its sleep (a lane picks a job up on the store's hint, not at its next poll, since instant pickup).
+ */
+const ARRIVALS_START_MS = 1
+
+/**
  * One memory case: the worker starts, the jobs are enqueued one by one (each `gap` ms after the
  * previous) while it runs, and the clock runs to the horizon.
  */
@@ -148,19 +158,22 @@ const runMemory = (w: FifoWorkload) => {
     const p = yield* Publisher.Publisher
     const ids: Array<string> = []
     // everything done by then: the arrivals, the jobs one after another, a few idle polls
-    const horizon = w.jobs.reduce((n, j) => n + j.ms + j.gap, 0) + 300
+    const horizon = ARRIVALS_START_MS + w.jobs.reduce((n, j) => n + j.ms + j.gap, 0) + 300
     yield* Effect.scoped(
       Effect.gen(function* () {
         yield* Worker.make({ addons: [Concurrency.addon], concurrency: w.fibers, pollInterval: "100 millis", lease: "1 hour", gracePeriod: 0 })
         const arrivals = yield* Effect.forkScoped(
-          Effect.forEach(
-            w.jobs,
-            (j) =>
-              Effect.andThen(
-                Effect.sleep(j.gap),
-                Effect.map(p.enqueue(FifoStep, { key: j.key === null ? null : memoryKey(j.key), ms: j.ms }, paramsOf(w, j.key, memoryKey)), (id) => ids.push(id))
-              ),
-            { discard: true }
+          Effect.andThen(
+            Effect.sleep(ARRIVALS_START_MS),
+            Effect.forEach(
+              w.jobs,
+              (j) =>
+                Effect.andThen(
+                  Effect.sleep(j.gap),
+                  Effect.map(p.enqueue(FifoStep, { key: j.key === null ? null : memoryKey(j.key), ms: j.ms }, paramsOf(w, j.key, memoryKey)), (id) => ids.push(id))
+                ),
+              { discard: true }
+            )
           )
         )
         yield* TestClock.adjust(horizon)
