@@ -34,6 +34,22 @@ const submit = (rows: ReadonlyArray<Job.NewJob>) => Effect.flatMap(JobStore, (st
  */
 const tick = Effect.sleep("3 millis")
 
+/**
+ * Claims `n` rows for `workerId`, one claim at a time: a claim takes at most one keyed Wait row (the
+ * claim's admission), and a row of a full key only when nothing admissible is due.
+ */
+const claimN = (workerId: string, n: number) =>
+  Effect.gen(function* () {
+    const store = yield* JobStore
+    const out: Array<Job.Job> = []
+    while (out.length < n) {
+      const got = yield* store.fetch(workerId, 1, lease)
+      if (got.length === 0) break
+      out.push(...got)
+    }
+    return out
+  })
+
 for (const [name, makeLayer] of stores) {
   describe(`KeyInsight contract: ${name}`, () => {
     it.live("lists live keys with holders, waiting counts, limits and overrides, by pressure", () =>
@@ -42,7 +58,7 @@ for (const [name, makeLayer] of stores) {
         // "zz-hot": 2 running (claimed first: earliest ScheduleTime), 3 waiting, older than every "aa-cool" row
         const hotRunning = [keyed("zz-hot", 2, { scheduleTime: new Date(Date.now() - 120_000) }), keyed("zz-hot", 2, { scheduleTime: new Date(Date.now() - 119_000) })]
         yield* submit(hotRunning)
-        const claimed = yield* store.fetch("worker-A", 2, lease)
+        const claimed = yield* claimN("worker-A", 2)
         expect(claimed.map((j) => j.id).sort()).toEqual(hotRunning.map((j) => j.id).sort())
         const hotWaiting = [keyed("zz-hot", 2), keyed("zz-hot", 3), keyed("zz-hot", 2)]
         yield* submit(hotWaiting)
@@ -81,7 +97,7 @@ for (const [name, makeLayer] of stores) {
         const store = yield* JobStore
         const rows = [keyed("k", 1), keyed("k", 1), keyed("k", 1), keyed("k", 1), keyed("other", 1)]
         yield* submit(rows)
-        const claimed = yield* store.fetch("w", 5, lease)
+        const claimed = yield* claimN("w", 5)
         const byId = new Map(claimed.map((j) => [j.id, j]))
         const fin = (i: number, outcome: Job.Outcome) => store.finalize({ job: byId.get(rows[i]!.id)!, workerId: "w", outcome, metadata: rows[i]!.metadata })
         yield* fin(0, Job.Outcome.Succeeded())
