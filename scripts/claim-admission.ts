@@ -24,7 +24,7 @@ import * as Layer from "effect/Layer"
 import * as Redacted from "effect/Redacted"
 import * as Schema from "effect/Schema"
 import pg from "pg"
-import { admin, urlOf } from "./support/server.js"
+import { withDatabase as withFreshDatabase } from "./support/server.js"
 import { Concurrency, Contract, Handler, JobParameters, JobStorePg, Publisher, Registry, SemaphoreProviderPg, Worker } from "../src/index.js"
 import { JobStore } from "../src/internal/store/JobStore.js"
 
@@ -42,19 +42,9 @@ const ONLY = process.env.ONLY?.split(",")
 
 const Item = Contract.job("ClaimAdmissionBench", Schema.Struct({ key: Schema.String, i: Schema.Number }))
 
-let dbs = 0
-const withDatabase = async <A>(f: (url: string) => Promise<A>): Promise<A> => {
-  const db = `warp_claim_bench_${process.pid}_${dbs++}`
-  await admin(`DROP DATABASE IF EXISTS ${db} WITH (FORCE)`)
-  await admin(`CREATE DATABASE ${db}`)
-  // PLAN=custom|generic: the database's plan_cache_mode (the slot connections' statements are prepared)
-  if (process.env.PLAN !== undefined) await admin(`ALTER DATABASE ${db} SET plan_cache_mode = force_${process.env.PLAN}_plan`)
-  try {
-    return await f(urlOf(db))
-  } finally {
-    await admin(`DROP DATABASE IF EXISTS ${db} WITH (FORCE)`)
-  }
-}
+// PLAN=custom|generic: the database's plan_cache_mode (the slot connections' statements are prepared)
+const withDatabase = <A>(f: (url: string) => Promise<A>): Promise<A> =>
+  withFreshDatabase("warp_claim_bench", f, process.env.PLAN === undefined ? [] : [`ALTER DATABASE {db} SET plan_cache_mode = force_${process.env.PLAN}_plan`])
 
 const env = (url: string, handlers: ReadonlyArray<Handler.JobHandler<any, any, never>>) =>
   Publisher.layer.pipe(

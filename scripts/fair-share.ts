@@ -29,7 +29,7 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Redacted from "effect/Redacted"
 import * as Schema from "effect/Schema"
-import { admin, urlOf } from "./support/server.js"
+import { withDatabase as withFreshDatabase } from "./support/server.js"
 import {
   Concurrency,
   Contract,
@@ -57,18 +57,8 @@ const TOTAL = process.env.TOTAL === undefined ? undefined : Number(process.env.T
 const Item = Contract.job("FairShareBench", Schema.Struct({ key: Schema.String, i: Schema.Number }))
 
 
-let dbs = 0
 /** A fresh database for `f`, dropped after. */
-const withDatabase = async <A>(f: (url: string) => Promise<A>): Promise<A> => {
-  const db = `warp_fair_bench_${process.pid}_${dbs++}`
-  await admin(`DROP DATABASE IF EXISTS ${db} WITH (FORCE)`)
-  await admin(`CREATE DATABASE ${db}`)
-  try {
-    return await f(urlOf(db))
-  } finally {
-    await admin(`DROP DATABASE IF EXISTS ${db} WITH (FORCE)`)
-  }
-}
+const withDatabase = <A>(f: (url: string) => Promise<A>): Promise<A> => withFreshDatabase("warp_fair_bench", f)
 
 const jain = (xs: ReadonlyArray<number>) => {
   const s = xs.reduce((a, b) => a + b, 0)

@@ -24,3 +24,21 @@ export const urlOf = (db: string): string => {
   u.pathname = `/${db}`
   return u.toString()
 }
+
+let databases = 0
+
+/**
+ * Runs `f` on a fresh database `{prefix}_{pid}_{n}` of the server, dropped after; `settings`: statements
+ * run on the admin database after the creation (`{db}` stands for the database's name).
+ */
+export const withDatabase = async <A>(prefix: string, f: (url: string) => Promise<A>, settings: ReadonlyArray<string> = []): Promise<A> => {
+  const db = `${prefix}_${process.pid}_${databases++}`
+  await admin(`DROP DATABASE IF EXISTS ${db} WITH (FORCE)`)
+  await admin(`CREATE DATABASE ${db}`)
+  for (const s of settings) await admin(s.replaceAll("{db}", db))
+  try {
+    return await f(urlOf(db))
+  } finally {
+    await admin(`DROP DATABASE IF EXISTS ${db} WITH (FORCE)`)
+  }
+}
