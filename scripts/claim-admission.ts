@@ -49,6 +49,8 @@ const withDatabase = async <A>(f: (url: string) => Promise<A>): Promise<A> => {
   await admin(`CREATE DATABASE ${db}`)
   // PLAN=custom|generic: the database's plan_cache_mode (the slot connections' statements are prepared)
   if (process.env.PLAN !== undefined) await admin(`ALTER DATABASE ${db} SET plan_cache_mode = force_${process.env.PLAN}_plan`)
+  // LOG_STATEMENTS=1: the server logs every statement on this database (count round trips per job in its log)
+  if (process.env.LOG_STATEMENTS === "1") await admin(`ALTER DATABASE ${db} SET log_min_duration_statement = 0`)
   try {
     return await f(urlOf(db))
   } finally {
