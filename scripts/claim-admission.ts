@@ -42,9 +42,13 @@ const ONLY = process.env.ONLY?.split(",")
 
 const Item = Contract.job("ClaimAdmissionBench", Schema.Struct({ key: Schema.String, i: Schema.Number }))
 
-// PLAN=custom|generic: the database's plan_cache_mode (the slot connections' statements are prepared)
+// PLAN=custom|generic: the database's plan_cache_mode (the slot connections' statements are prepared);
+// LOG_STATEMENTS=1: the server logs every statement on this database (count round trips per job in its log)
 const withDatabase = <A>(f: (url: string) => Promise<A>): Promise<A> =>
-  withFreshDatabase("warp_claim_bench", f, process.env.PLAN === undefined ? [] : [`ALTER DATABASE {db} SET plan_cache_mode = force_${process.env.PLAN}_plan`])
+  withFreshDatabase("warp_claim_bench", f, [
+    ...(process.env.PLAN === undefined ? [] : [`ALTER DATABASE {db} SET plan_cache_mode = force_${process.env.PLAN}_plan`]),
+    ...(process.env.LOG_STATEMENTS === "1" ? ["ALTER DATABASE {db} SET log_min_duration_statement = 0"] : [])
+  ])
 
 const env = (url: string, handlers: ReadonlyArray<Handler.JobHandler<any, any, never>>) =>
   Publisher.layer.pipe(

@@ -11,9 +11,11 @@
 import * as Clock from "effect/Clock"
 import * as Data from "effect/Data"
 import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Fiber from "effect/Fiber"
 import * as Metric from "effect/Metric"
 import * as Option from "effect/Option"
-import type * as Scope from "effect/Scope"
+import * as Scope from "effect/Scope"
 import { CurrentSlot, HeldSlot, lapsedText, lostAfterEndText, lostText, SlotEnd, untilLost } from "../attempt/Attempt.js"
 import type { Job } from "../job/Job.js"
 import { Outcome } from "../job/Outcome.js"
@@ -208,6 +210,10 @@ export const make = (provider: SemaphoreProviderService, manager: ConcurrencyLim
     return Effect.scoped(
       Effect.gen(function* () {
         const limit = yield* limitOf(manager, attempt.job, policy)
+        const total = policy.total
+        // with a total cap: the group's admin override is read while the key's slot is asked for (a read,
+        // no slot: one round trip less before the handler); used only once the key has room
+        const groupOverride = total === undefined ? undefined : yield* Effect.forkScoped(manager.getGroupLimit(total.group))
         const result = yield* admission(attempt.job, policy, limit, gate(provider, policy, limit))
         const replacing = policy.mode === "CancelRunning"
         // a CancelRunning holder is marked so that a newer job can find it; a newcomer asks older holders to stop
@@ -222,13 +228,22 @@ export const make = (provider: SemaphoreProviderService, manager: ConcurrencyLim
             Effect.gen(function* () {
               // the key has room; with a total cap, its group must have room too (asked second, so a key
               // found full never takes a group slot from the keys that have room)
-              const total = policy.total
               // what the attempt holds, each with how its loss or lapse is told
               const held: Array<readonly [Slot, string]> = [[slot, `Slot of '${key}'`]]
+              // the group's slot lives in a scope of its own, closed as soon as the run's end is judged
+              // (see `atEnd`): its release then runs alongside the finalizing write (which frees the key's
+              // slot) instead of after it. The handler has ended by then, so the cap still bounds the
+              // running handlers at every instant; the row, Processing until written, still counts as a
+              // holder for the claim's admission (conservative). The attempt's scope awaits that release.
+              let groupScope: Scope.Closeable | undefined
+              let releasing: Fiber.Fiber<void> | undefined
               if (total !== undefined) {
                 // an admin override of the group's cap wins over the declared total, as for a key
-                const groupLimit = Option.match(yield* manager.getGroupLimit(total.group), { onNone: () => total.limit, onSome: (o) => o.slots })
-                const group = yield* provider.tryAcquire(TOTAL_PREFIX + total.group, groupLimit, 0)
+                const groupLimit = Option.match(yield* Fiber.join(groupOverride!), { onNone: () => total.limit, onSome: (o) => o.slots })
+                const outer = yield* Effect.scope
+                groupScope = yield* Scope.fork(outer)
+                yield* Effect.addFinalizer(() => (releasing === undefined ? Effect.void : Effect.asVoid(Fiber.join(releasing))))
+                const group = yield* Scope.provide(provider.tryAcquire(TOTAL_PREFIX + total.group, groupLimit, 0), groupScope)
                 yield* Metric.update(gateTotalOf(Option.isSome(group) ? "TotalAcquired" : "TotalFull", keyFamily(key)), 1)
                 if (Option.isNone(group)) {
                   return dropsNewcomer(policy.mode)
@@ -245,8 +260,11 @@ export const make = (provider: SemaphoreProviderService, manager: ConcurrencyLim
               const atEnd = (outcome: Outcome) =>
                 // uninterruptible: a loss noticed meanwhile finds the end recorded (it may ask a ping at most)
                 Effect.uninterruptible(
-                  Effect.map(endOf(held, key, outcome), (e) => {
+                  Effect.gen(function* () {
+                    const e = yield* endOf(held, key, outcome)
                     end = e
+                    // the handler has ended and every slot's verdict is taken: the group's slot goes now
+                    if (groupScope !== undefined && releasing === undefined) releasing = yield* Effect.forkDetach(Scope.close(groupScope, Exit.void))
                     return e.outcome
                   })
                 )

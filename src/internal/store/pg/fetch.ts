@@ -43,7 +43,13 @@ const asLimit = (sql: SqlClient.SqlClient, text: Statement.Fragment) =>
  * - key-admissible unless it is a Wait row and its key's holders fill the key's slots or a row of its
  *   key is ahead of it (Skip and CancelRunning rows are claimed as before: their mode acts on a full key);
  * - group-admissible unless it declares a total cap, is not Skip / CancelNewest (dropped when full: their
- *   purpose) and its group's holders fill the cap or a key-admissible row of its group is ahead of it.
+ *   purpose) and its group's holders fill the cap, or (a key-admissible row) as many key-admissible rows
+ *   of its group as the cap are ahead of it, or (not key-admissible) a key-admissible row of its group
+ *   is. The claim still takes one constrained row; the group's next rows are there for claims racing it
+ *   (`SKIP LOCKED`: lanes finishing together, each finalizing statement claiming while the others' rows
+ *   are live, would all lock the group's first row, and all but one come back empty). Two racing claims
+ *   may then both take a row for the last free slot of the group: the gate requeues the one that finds
+ *   the group's slots taken, as for any row the claim misjudges.
  * `ids`: the admissible rows; only when there is none, the first group-admissible Wait row of a full key
  * (its gate requeues it, the spec's mechanism, and the lane then skips its key) — unless that row is
  * declared `requeue: false`: such rows wait, unclaimed, for their key to have room. A row of a full
@@ -104,7 +110,7 @@ export const admissionCtes = (
         ), adm AS MATERIALIZED (
           SELECT r.id, r.schedule_time, r.key_ok, r.hold, r.constrained,
                  (r.g IS NULL OR r.md IN ${dropped}
-                  OR (gg.n < coalesce(gg.slots, r.glim) AND (NOT r.key_ok OR row_number() OVER (PARTITION BY r.g, r.key_ok ORDER BY r.schedule_time, r.id) = 1))) AS group_ok
+                  OR (gg.n < coalesce(gg.slots, r.glim) AND (NOT r.key_ok OR row_number() OVER (PARTITION BY r.g, r.key_ok ORDER BY r.schedule_time, r.id) <= coalesce(gg.slots, r.glim)))) AS group_ok
           FROM adm_kr r LEFT JOIN adm_g gg ON gg.g = r.g
         )`,
     ids: sql`ARRAY(
