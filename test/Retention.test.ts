@@ -16,8 +16,9 @@ import * as SqlClient from "effect/sql/SqlClient"
 import * as TestClock from "effect/testing/TestClock"
 import { Contract, Handler, Job, JobStoreMemory, JobStorePg, Publisher, Registry, Retention, Worker } from "warp-effect"
 import * as JobId from "../src/internal/job/JobId.js"
-import { historyBucket } from "../src/internal/job/Retention.js"
-import { JobStore } from "../src/internal/store/JobStore.js"
+import { defaultPlans, historyBucket, type Resolved } from "../src/internal/job/Retention.js"
+import { JobStore, type JobStoreService } from "../src/internal/store/JobStore.js"
+import * as Pruner from "../src/internal/worker/Pruner.js"
 import { rollUpCounters } from "../src/internal/store/pg/counters.js"
 import { guard } from "../src/internal/store/pg/prune.js"
 import pg from "pg"
@@ -322,6 +323,33 @@ describe("Retention: the worker's pruner (memory store, TestClock)", () => {
         )
       )
     ))
+
+  it.effect("a run that stops on its time with expired rows left is followed by another at once, not after an interval", () =>
+    Effect.gen(function* () {
+      // a store whose batches take 400 ms each (virtual time): 9 full batches, then a short one
+      let calls = 0
+      const store = {
+        prune: () =>
+          Effect.sleep("400 millis").pipe(
+            Effect.map(() => {
+              calls++
+              return { ran: true, pruned: { Succeeded: calls < 10 ? 500 : 1, Failed: 0, Deleted: 0 }, tombstones: 0, full: calls < 10 }
+            })
+          ),
+        expiredBacklog: () => Effect.succeed(0)
+      } as unknown as JobStoreService
+      const resolved = { plan: { defaults: defaultPlans, overrides: new Map(), batchSize: 500, tombstoneMs: 0, deleteOnSuccess: false }, intervalMs: 1000 } as unknown as Resolved
+      yield* Effect.forkScoped(Pruner.loop(store, resolved))
+      // t = 1 s: the first run; each run stops after 1 s of batches (3 of them), and the next starts at once:
+      // the 10th batch ends at t = 5 s (an interval's sleep between runs would have made it t = 7.6 s)
+      yield* TestClock.adjust("5 seconds")
+      expect(calls).toBe(10)
+      // the backlog is drained: the next run comes one interval later
+      yield* TestClock.adjust("900 millis")
+      expect(calls).toBe(10)
+      yield* TestClock.adjust("600 millis")
+      expect(calls).toBe(11)
+    }).pipe(Effect.scoped))
 
   it.effect("a setting that cannot be honoured fails the worker's build (InvalidArgument) or the contract's declaration", () =>
     Effect.gen(function* () {

@@ -1,7 +1,10 @@
 /**
  * The worker's retention fiber: every `interval` it prunes finished jobs expired under the worker's
  * plan (`JobStoreService.prune`), batch after batch until a batch comes back short or the run has taken
- * one interval, then counts the expired rows left. Only one process prunes at a time (the store's
+ * one interval, then counts the expired rows left. A run that stopped on its time with its last batch
+ * full (expired rows left) is followed by the next run at once, not after an interval: under a load
+ * that expires rows faster than one interval's work prunes, the pruner keeps pruning instead of
+ * falling behind by half. Only one process prunes at a time (the store's
  * guard): a worker that finds another pruning skips its run. Each run is a span (`warp.retention.prune`)
  * and feeds the retention metrics (rows pruned by state, tombstones removed, run duration, backlog).
  *
@@ -39,6 +42,8 @@ export interface PruneRun {
   readonly ms: number
   /** Expired rows left (up to {@link BACKLOG_CAP}); undefined when the run did not run. */
   readonly backlog: number | undefined
+  /** The run stopped on its time budget with its last batch full: expired rows are left, prune again at once. */
+  readonly more: boolean
 }
 
 /** One run: batches until one comes back short, the guard is taken elsewhere, or `budgetMs` has passed. */
@@ -49,6 +54,7 @@ export const runOnce = (store: JobStoreService, plan: Retention.RetentionPlan, b
     let tombstones = 0
     let batches = 0
     let ran = true
+    let more = false
     while (true) {
       const r = yield* store.prune(plan)
       if (!r.ran) {
@@ -58,7 +64,11 @@ export const runOnce = (store: JobStoreService, plan: Retention.RetentionPlan, b
       batches++
       for (const s of Retention.terminal) pruned[s] += r.pruned[s]
       tombstones += r.tombstones
-      if (!r.full || (yield* Clock.currentTimeMillis) - started >= budgetMs) break
+      if (!r.full) break
+      if ((yield* Clock.currentTimeMillis) - started >= budgetMs) {
+        more = true
+        break
+      }
     }
     const backlog = ran ? yield* store.expiredBacklog(plan, BACKLOG_CAP) : undefined
     const ms = (yield* Clock.currentTimeMillis) - started
@@ -75,21 +85,24 @@ export const runOnce = (store: JobStoreService, plan: Retention.RetentionPlan, b
       [Telemetry.attributes.pruneBatches]: batches,
       ...(backlog === undefined ? {} : { [Telemetry.attributes.pruneBacklog]: backlog })
     })
-    return { ran, pruned, tombstones, batches, ms, backlog }
+    return { ran, pruned, tombstones, batches, ms, backlog, more }
   }).pipe(Effect.withSpan(Telemetry.spans.prune, {}, { captureStackTrace: false }))
 
-/** Runs forever: one run every `intervalMs` (a failed run is logged and retried at the next tick). */
-export const loop = (store: JobStoreService, resolved: Retention.Resolved): Effect.Effect<never> =>
-  Effect.sleep(Duration.millis(resolved.intervalMs)).pipe(
-    Effect.andThen(
-      runOnce(store, resolved.plan, resolved.intervalMs).pipe(
-        Effect.tap((r) =>
-          r.ran && r.pruned.Succeeded + r.pruned.Failed + r.pruned.Deleted + r.tombstones > 0
-            ? Effect.logDebug(`retention: pruned ${JSON.stringify(r.pruned)}, ${r.tombstones} tombstones in ${r.ms} ms; backlog ${r.backlog}`)
-            : Effect.void
-        ),
-        Effect.catch((e) => Effect.logWarning("retention: prune failed; retried at the next interval", e))
-      )
+/**
+ * Runs forever: one run every `intervalMs`, and another at once after a run that stopped on its time
+ * with expired rows left (`PruneRun.more`); a failed run is logged and retried at the next tick.
+ */
+export const loop = (store: JobStoreService, resolved: Retention.Resolved): Effect.Effect<never> => {
+  const run: Effect.Effect<PruneRun | undefined> = runOnce(store, resolved.plan, resolved.intervalMs).pipe(
+    Effect.tap((r) =>
+      r.ran && r.pruned.Succeeded + r.pruned.Failed + r.pruned.Deleted + r.tombstones > 0
+        ? Effect.logDebug(`retention: pruned ${JSON.stringify(r.pruned)}, ${r.tombstones} tombstones in ${r.ms} ms; backlog ${r.backlog}`)
+        : Effect.void
     ),
+    Effect.catch((e) => Effect.as(Effect.logWarning("retention: prune failed; retried at the next interval", e), undefined))
+  )
+  return Effect.sleep(Duration.millis(resolved.intervalMs)).pipe(
+    Effect.andThen(Effect.repeat(run, { while: (r) => r?.more === true })),
     Effect.forever
   )
+}
