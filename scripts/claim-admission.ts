@@ -18,14 +18,11 @@
  * Creates and drops databases `warp_claim_bench_*` on the server of DATABASE_URL (default
  * postgres://postgres@127.0.0.1:5432/test).
  */
-import * as PgClient from "@effect/sql-pg/PgClient"
 import * as Effect from "effect/Effect"
-import * as Layer from "effect/Layer"
-import * as Redacted from "effect/Redacted"
 import * as Schema from "effect/Schema"
 import pg from "pg"
-import { withDatabase as withFreshDatabase } from "./support/server.js"
-import { Concurrency, Contract, Handler, JobParameters, JobStorePg, Publisher, Registry, SemaphoreProviderPg, Worker } from "../src/index.js"
+import { pgEnv, withDatabase as withFreshDatabase } from "./support/server.js"
+import { Concurrency, Contract, Handler, JobParameters, Publisher, Worker } from "../src/index.js"
 import { JobStore } from "../src/internal/store/JobStore.js"
 
 const JOBS = Number(process.env.JOBS ?? 2000)
@@ -50,14 +47,7 @@ const withDatabase = <A>(f: (url: string) => Promise<A>): Promise<A> =>
     ...(process.env.LOG_STATEMENTS === "1" ? ["ALTER DATABASE {db} SET log_min_duration_statement = 0"] : [])
   ])
 
-const env = (url: string, handlers: ReadonlyArray<Handler.JobHandler<any, any, never>>) =>
-  Publisher.layer.pipe(
-    Layer.provideMerge(Registry.layer({ handlers })),
-    Layer.provideMerge(Concurrency.layer),
-    Layer.provideMerge(SemaphoreProviderPg.layer()),
-    Layer.provideMerge(JobStorePg.layer),
-    Layer.provideMerge(PgClient.layer({ url: Redacted.make(url), maxConnections: 30 }))
-  )
+const env = pgEnv
 
 /** The gate's requeues (audit entries of a full key or group), read after the run. */
 const requeuesOf = async (url: string): Promise<number> => {

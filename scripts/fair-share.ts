@@ -23,23 +23,17 @@
  * Creates and drops databases `warp_fair_bench_*` on the server of DATABASE_URL (default
  * postgres://postgres@127.0.0.1:5432/test).
  */
-import * as PgClient from "@effect/sql-pg/PgClient"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import * as Layer from "effect/Layer"
-import * as Redacted from "effect/Redacted"
 import * as Schema from "effect/Schema"
-import { withDatabase as withFreshDatabase } from "./support/server.js"
+import { pgEnv, withDatabase as withFreshDatabase } from "./support/server.js"
 import {
   Concurrency,
   Contract,
   Handler,
   Job,
   JobParameters,
-  JobStorePg,
   Publisher,
-  Registry,
-  SemaphoreProviderPg,
   Worker
 } from "../src/index.js"
 import { JobStore } from "../src/internal/store/JobStore.js"
@@ -76,14 +70,7 @@ interface Start {
   readonly at: number
 }
 
-const env = (url: string, handlers: ReadonlyArray<Handler.JobHandler<any, any, never>>) =>
-  Publisher.layer.pipe(
-    Layer.provideMerge(Registry.layer({ handlers })),
-    Layer.provideMerge(Concurrency.layer),
-    Layer.provideMerge(SemaphoreProviderPg.layer()),
-    Layer.provideMerge(JobStorePg.layer),
-    Layer.provideMerge(PgClient.layer({ url: Redacted.make(url), maxConnections: 30 }))
-  )
+const env = pgEnv
 
 const paramsOf = (weighted: boolean) => (key: string) =>
   JobParameters.make().withSemaphore(key, LIMIT, "Wait", {

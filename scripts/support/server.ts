@@ -2,7 +2,11 @@
  * What the measuring scripts share about the PostgreSQL server they run on: its URL (`DATABASE_URL`,
  * else the local server), a statement run on its admin database, and the URL of another database there.
  */
+import * as PgClient from "@effect/sql-pg/PgClient"
+import * as Layer from "effect/Layer"
+import * as Redacted from "effect/Redacted"
 import pg from "pg"
+import { Concurrency, type Handler, JobStorePg, Publisher, Registry, SemaphoreProviderPg } from "../../src/index.js"
 
 /** The server's URL: `DATABASE_URL`, else the local PostgreSQL. */
 export const base = process.env.DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/test"
@@ -42,3 +46,16 @@ export const withDatabase = async <A>(prefix: string, f: (url: string) => Promis
     await admin(`DROP DATABASE IF EXISTS ${db} WITH (FORCE)`)
   }
 }
+
+/**
+ * A worker's environment on the database at `url`: publisher, registry of `handlers`, the concurrency
+ * addon's limits, the PostgreSQL provider and store, a pool of 30.
+ */
+export const pgEnv = (url: string, handlers: ReadonlyArray<Handler.JobHandler<any, any, never>>) =>
+  Publisher.layer.pipe(
+    Layer.provideMerge(Registry.layer({ handlers })),
+    Layer.provideMerge(Concurrency.layer),
+    Layer.provideMerge(SemaphoreProviderPg.layer()),
+    Layer.provideMerge(JobStorePg.layer),
+    Layer.provideMerge(PgClient.layer({ url: Redacted.make(url), maxConnections: 30 }))
+  )

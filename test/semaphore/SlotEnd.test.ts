@@ -175,6 +175,17 @@ const throughProxy = (proxy: TcpProxy, port: number) => (slot: Slot) =>
     yield* whenPending(Effect.sync(() => proxy.retarget(port)))
   })
 
+
+/** A fresh database behind a TCP proxy for the test's scope: the server's port, the proxy, the URL through it. */
+const proxiedDatabase = Effect.gen(function* () {
+  const url = yield* freshDatabaseUrl
+  const port = Number(new URL(url).port || 5432)
+  const proxy = yield* Effect.acquireRelease(Effect.promise(() => startProxy(port)), (p) => Effect.promise(() => p.close()))
+  const via = new URL(url)
+  via.hostname = "127.0.0.1"
+  via.port = String(proxy.port)
+  return { port, proxy, via }
+})
 describe("PostgreSQL: a slot lost after its handler ended", () => {
   it.live("with lock-delay, the backend cut before the finalizing statement: kept (one run, one Succeeded)", () => {
     const key = fresh("marked")
@@ -188,12 +199,7 @@ describe("PostgreSQL: a slot lost after its handler ended", () => {
 
   it.live("with lock-delay, the whole server unreachable until the pending write lands: kept", () =>
     Effect.gen(function* () {
-      const url = yield* freshDatabaseUrl
-      const port = Number(new URL(url).port || 5432)
-      const proxy = yield* Effect.acquireRelease(Effect.promise(() => startProxy(port)), (p) => Effect.promise(() => p.close()))
-      const via = new URL(url)
-      via.hostname = "127.0.0.1"
-      via.port = String(proxy.port)
+      const { port, proxy, via } = yield* proxiedDatabase
       const key = fresh("server")
       kept(yield* runOne(pgEnv(pgHooked({}, throughProxy(proxy, port)), pgLayer(via.toString(), 20)), key))
     }).pipe(Effect.scoped), 60_000)
@@ -272,12 +278,7 @@ describe("Redis: a slot lost after its handler ended", async () => {
 describe("memory: slots that cannot be lost", () => {
   it.live("the store unreachable after the end: the result is written when it returns (one run)", () =>
     Effect.gen(function* () {
-      const url = yield* freshDatabaseUrl
-      const port = Number(new URL(url).port || 5432)
-      const proxy = yield* Effect.acquireRelease(Effect.promise(() => startProxy(port)), (p) => Effect.promise(() => p.close()))
-      const via = new URL(url)
-      via.hostname = "127.0.0.1"
-      via.port = String(proxy.port)
+      const { port, proxy, via } = yield* proxiedDatabase
       const provider = Layer.effect(
         SemaphoreProvider,
         Effect.map(SemaphoreProviderMemory.make, (inner) =>
