@@ -13,7 +13,7 @@ import { ADMISSION_DEPTH, claimOrder, type FetchHint } from "../JobStore.js"
 import type { StoreError } from "../StoreError.js"
 import { expiring, type LimitsTable } from "./readsLimits.js"
 import { runPrepared } from "./prepared.js"
-import { fail, rowToJob } from "./shared.js"
+import { fail, keyOf, plainOf, rowToJob } from "./shared.js"
 
 /**
  * A limit read from a row's metadata (a text fragment) as an int; one that is not a valid limit
@@ -63,10 +63,9 @@ export const admissionCtes = (
   excluding: string | undefined
 ): { readonly ctes: Statement.Fragment; readonly ids: Statement.Fragment } => {
   const due = sql`state IN ('Scheduled', 'Enqueued') AND schedule_time <= now()`
-  const key = sql`(metadata #>> '{policies,concurrency,value,key}')`
-  const mode = sql`(metadata #>> '{policies,concurrency,value,mode}')`
+  const key = keyOf(sql)
   const group = sql`(metadata #>> '{policies,concurrency,value,total,group}')`
-  const plain = sql`(${mode} IS DISTINCT FROM 'Fifo' OR ${key} IS NULL)`
+  const plain = plainOf(sql)
   const live = sql`state = 'Processing' AND lease_until >= now()${excluding === undefined ? sql`` : sql` AND id <> ${excluding}`}`
   const keyOverride =
     limitsTable === "absent"
@@ -152,10 +151,10 @@ export const claimCtes = (
 ): ClaimCtes => {
   const withLimits = limitsTable !== "absent"
   const due = sql`state IN ('Scheduled', 'Enqueued') AND schedule_time <= now()`
-  const key = sql`(metadata #>> '{policies,concurrency,value,key}')`
+  const key = keyOf(sql)
   // the predicates of the partial indexes `warp_jobs_fifo` and `warp_jobs_due_unfair`, spelled alike
   const liveFifo = sql`state IN ('Scheduled','Enqueued','Processing') AND (metadata #>> '{policies,concurrency,value,mode}') = 'Fifo'`
-  const plain = sql`((metadata #>> '{policies,concurrency,value,mode}') IS DISTINCT FROM 'Fifo' OR ${key} IS NULL)`
+  const plain = plainOf(sql)
   // a row's limit; one that is not a valid limit (hand-corrupted metadata) counts as 1, so that the
   // row is claimed in turn and the worker fails it (a bad cast would fail every fetch)
   const lim = sql`(metadata #>> '{policies,concurrency,value,limit}')`

@@ -8,14 +8,14 @@ import type * as SqlClient from "effect/sql/SqlClient"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import type { StoreError } from "../StoreError.js"
-import { fail } from "./shared.js"
+import { fail, plainOf } from "./shared.js"
 
 export const nextDue = (sql: SqlClient.SqlClient): Effect.Effect<Option.Option<number>, StoreError> =>
   sql<{ ms: number | string | null }>`
     SELECT extract(epoch FROM least(
       (SELECT schedule_time FROM warp_jobs
        WHERE state IN ('Scheduled','Enqueued') AND fair_tag IS NULL AND schedule_time > now()
-         AND ((metadata #>> '{policies,concurrency,value,mode}') IS DISTINCT FROM 'Fifo' OR (metadata #>> '{policies,concurrency,value,key}') IS NULL)
+         AND ${plainOf(sql)}
        ORDER BY schedule_time LIMIT 1),
       (SELECT schedule_time FROM warp_jobs
        WHERE state IN ('Scheduled','Enqueued') AND fair_tag IS NOT NULL AND schedule_time > now()

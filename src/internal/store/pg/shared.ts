@@ -89,6 +89,13 @@ export const finalizeSet = (
 export const keyOf = (sql: SqlClient.SqlClient) => sql`(metadata #>> '{policies,concurrency,value,key}')`
 
 /**
+ * Not a Fifo-mode row with a key (the claim's plain rows, and the predicate of the partial index
+ * `warp_jobs_due_unfair`), spelled as that index spells it.
+ */
+export const plainOf = (sql: SqlClient.SqlClient) =>
+  sql`((metadata #>> '{policies,concurrency,value,mode}') IS DISTINCT FROM 'Fifo' OR ${keyOf(sql)} IS NULL)`
+
+/**
  * The virtual time of fair-share tagging (see `JobStore.fairTagOf`): the smallest tag among due
  * pending fair rows (`warp_jobs_fair_due`), else the largest among Processing ones
  * (`warp_jobs_fair_running`), else 0 — two index probes.
