@@ -60,6 +60,27 @@ describe("PostgreSQL store: prepared statements", () => {
       expect(yield* preparedNames).toEqual(first)
     }).pipe(Effect.provide(JobStorePg.layer.pipe(Layer.provideMerge(freshPgLayer(1))))))
 
+  it.live("the claim's plan is planned once and reused (its row counts are in its text, not parameters)", () =>
+    Effect.gen(function* () {
+      const store = yield* JobStore
+      const sql = yield* SqlClient.SqlClient
+      yield* store.insert(rows("g", 20000))
+      yield* sql`ANALYZE warp_jobs`.unprepared
+      // a backlog of 20,000 rows, then 12 claims of one row on the one connection: PostgreSQL plans the
+      // first 5 for their values, then
+      // keeps a generic plan when it costs no more; with a parameter for LIMIT it never does (it costs a
+      // generic LIMIT as a tenth of the table) and plans every execution afresh
+      for (let i = 0; i < 12; i++) {
+        const claimed = yield* store.fetch("w1", 1, Duration.seconds(30))
+        expect(claimed).toHaveLength(1)
+      }
+      const plans = yield* sql<{ generic: number; custom: number }>`SELECT generic_plans::int AS generic, custom_plans::int AS custom
+        FROM pg_prepared_statements WHERE statement LIKE '%fc AS (%'`.unprepared
+      expect(plans).toHaveLength(1)
+      expect(plans[0]!.custom).toBeLessThanOrEqual(5)
+      expect(plans[0]!.generic).toBeGreaterThanOrEqual(7)
+    }).pipe(Effect.provide(JobStorePg.layer.pipe(Layer.provideMerge(freshPgLayer(1))))))
+
   it.live("a statement made stale by a migration (a new column) is prepared again; the claim goes on", () =>
     Effect.gen(function* () {
       const store = yield* JobStore

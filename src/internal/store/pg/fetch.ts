@@ -16,6 +16,18 @@ import { runPrepared } from "./prepared.js"
 import { fail, keyOf, plainOf, rowToJob } from "./shared.js"
 
 /**
+ * A row count of the claim (a LIMIT) as a literal of the statement's text, not a parameter: with a
+ * parameter the planner cannot cost a generic plan (it assumes a tenth of the table), so PostgreSQL keeps
+ * planning the prepared claim afresh at every execution (a custom plan: most of the statement's server
+ * time); with the count in the text, its generic plan is costed like a custom one and reused after the
+ * fifth execution. The counts are few (a worker's batch sizes), so are the statement texts.
+ */
+const count = (sql: SqlClient.SqlClient, n: number): Statement.Fragment => {
+  if (!Number.isSafeInteger(n) || n < 0) throw new RangeError(`a claim's row count must be a whole number >= 0, got ${n}`)
+  return sql.literal(String(n))
+}
+
+/**
  * A limit read from a row's metadata (a text fragment) as an int; one that is not a valid limit
  * (hand-corrupted metadata) counts as 1, so that the row is claimed in turn and the worker fails it (a
  * bad cast would fail every fetch).
@@ -87,7 +99,7 @@ export const admissionCtes = (
             FROM warp_jobs
             WHERE ${due} AND ${plain} AND fair_tag IS NULL${notContended}
             ORDER BY schedule_time
-            LIMIT ${limit + ADMISSION_DEPTH}
+            LIMIT ${count(sql, limit + ADMISSION_DEPTH)}
           ) c0
         ), adm_live AS MATERIALIZED (
           SELECT ${key} AS k, ${group} AS g FROM warp_jobs
@@ -175,16 +187,16 @@ export const claimCtes = (
         SELECT id, state AS prev_state FROM warp_jobs
         WHERE id = ANY(ARRAY(
             SELECT h.id FROM (
-              SELECT id, schedule_time, metadata FROM warp_jobs WHERE ${due} AND ${plain} AND fair_tag IS NULL ORDER BY schedule_time LIMIT ${hint.sameSlot.depth}
+              SELECT id, schedule_time, metadata FROM warp_jobs WHERE ${due} AND ${plain} AND fair_tag IS NULL ORDER BY schedule_time LIMIT ${count(sql, hint.sameSlot.depth)}
             ) h
             WHERE (h.metadata #>> '{policies,concurrency,value,key}') = ${hint.sameSlot.key}
               AND (h.metadata #>> '{policies,concurrency,value,mode}') = 'Wait'
               AND (h.metadata #>> '{policies,concurrency,value,limit}') = ${String(hint.sameSlot.limit)}
             ORDER BY h.schedule_time
-            LIMIT ${limit + 15}))
+            LIMIT ${count(sql, limit + 15)}))
           AND state IN ('Scheduled', 'Enqueued') AND fair_tag IS NULL
         ORDER BY schedule_time
-        LIMIT ${limit}
+        LIMIT ${count(sql, limit)}
         FOR UPDATE SKIP LOCKED`
       : // index-ordered branches instead of one OR: expired leases, then the due rows of Fifo keys
         // whose turn it is and the other due rows, merged by ScheduleTime. Each walks its partial
@@ -215,13 +227,13 @@ export const claimCtes = (
           SELECT id, state AS prev_state FROM warp_jobs
           WHERE state = 'Processing' AND lease_until < now()${excluding === undefined ? sql`` : sql` AND id <> ${excluding}`}
           ORDER BY lease_until
-          LIMIT ${limit}
+          LIMIT ${count(sql, limit)}
           FOR UPDATE SKIP LOCKED
         ), ${admission.ctes}, ready_l AS (
           SELECT id, state AS prev_state, schedule_time FROM warp_jobs
           WHERE id = ANY(${admission.ids}) AND ${due} AND ${plain} AND fair_tag IS NULL
           ORDER BY schedule_time
-          LIMIT ${limit}
+          LIMIT ${count(sql, limit)}
           FOR UPDATE SKIP LOCKED
         ), ready AS (
           SELECT l.id, l.prev_state, l.schedule_time FROM ready_l l JOIN adm a ON a.id = l.id
@@ -231,14 +243,14 @@ export const claimCtes = (
           SELECT id, state AS prev_state, fair_tag FROM warp_jobs
           WHERE ${due} AND fair_tag IS NOT NULL${notContended}
           ORDER BY fair_tag, id
-          LIMIT ${limit}
+          LIMIT ${count(sql, limit)}
           FOR UPDATE SKIP LOCKED
         ), fair_at AS (
           SELECT t.schedule_time, row_number() OVER (ORDER BY t.schedule_time) AS rn FROM (
             SELECT schedule_time FROM warp_jobs
             WHERE ${due} AND fair_tag IS NOT NULL${notContended}
             ORDER BY schedule_time
-            LIMIT ${limit}
+            LIMIT ${count(sql, limit)}
           ) t
         ), fair_merged AS (
           SELECT f.id, f.prev_state, a.schedule_time
@@ -263,14 +275,14 @@ export const claimCtes = (
               FROM warp_jobs
               WHERE ${liveFifo} AND ${key} = f.k AND (state = 'Processing' OR attempt > 0 OR schedule_time <= now())
               ORDER BY created_at, id
-              LIMIT ${limit} + r.n
+              LIMIT ${count(sql, limit)} + r.n
             ) x
           ) h
           WHERE f.k IS NOT NULL AND h.state <> 'Processing' AND h.schedule_time <= now() AND h.ahead + r.n < h.lim
         ), fifo_picked AS MATERIALIZED (
           SELECT c.k FROM (
             SELECT t.k, min(t.schedule_time) AS first FROM (
-              SELECT k, schedule_time FROM fifo_heads ORDER BY schedule_time LIMIT ${limit}
+              SELECT k, schedule_time FROM fifo_heads ORDER BY schedule_time LIMIT ${count(sql, limit)}
             ) t GROUP BY t.k
           ) c
           WHERE pg_try_advisory_xact_lock(
@@ -291,8 +303,8 @@ export const claimCtes = (
             (SELECT id, prev_state, schedule_time, 0 AS b FROM fifo)
             UNION ALL (SELECT id, prev_state, schedule_time, 0 AS b FROM ready)
             UNION ALL (SELECT id, prev_state, schedule_time, 1 AS b FROM fair_merged)
-            ORDER BY schedule_time, b LIMIT ${limit}) m)
-        LIMIT ${limit}`
+            ORDER BY schedule_time, b LIMIT ${count(sql, limit)}) m)
+        LIMIT ${count(sql, limit)}`
   return {
     ctes: sql`fc AS (${claim}
       ), fu AS (
