@@ -165,7 +165,11 @@ export const makeDriverPool = (config: DriverConfig): Effect.Effect<DriverPool, 
     }
     const named = Object.entries(config.startupParameters ?? {}).map(([k, v]) => [k.toLowerCase(), v] as const)
     const applicationName = config.applicationName ?? named.find(([k]) => k === "application_name")?.[1] ?? url.applicationName ?? "@effect/sql-pg"
-    const options = [config.startupOptions ?? url.options, ...named.filter(([k]) => k !== "application_name" && k !== "client_encoding").map(([k, v]) => startupOption(k, v))]
+    const options = [
+      config.startupOptions ?? url.options,
+      ...named.filter(([k]) => k !== "application_name" && k !== "client_encoding").map(([k, v]) => startupOption(k, v)),
+      ...(named.some(([k]) => k === "plan_cache_mode") ? [] : [startupOption("plan_cache_mode", "force_generic_plan")])
+    ]
       .filter((o): o is string => o !== undefined && o !== "")
       .join(" ")
     const password = config.password ?? (url.password === undefined ? undefined : Redacted.make(url.password))
