@@ -67,9 +67,9 @@ describe("PostgreSQL store: prepared statements", () => {
       yield* store.insert(rows("g", 20000))
       yield* sql`ANALYZE warp_jobs`.unprepared
       // a backlog of 20,000 rows, then 12 claims of one row on the one connection: PostgreSQL plans the
-      // first 5 for their values, then
-      // keeps a generic plan when it costs no more; with a parameter for LIMIT it never does (it costs a
-      // generic LIMIT as a tenth of the table) and plans every execution afresh
+      // first 5 for their values, then keeps a generic plan when it costs no more; with a parameter for
+      // LIMIT it never does on such a backlog (it costs a generic LIMIT as a tenth of the table) and
+      // plans every execution afresh
       for (let i = 0; i < 12; i++) {
         const claimed = yield* store.fetch("w1", 1, Duration.seconds(30))
         expect(claimed).toHaveLength(1)
