@@ -429,19 +429,20 @@ const runOn = async (kind: "fast" | "durable") => {
       // singletonKey on an exclusive queue and as a throttle. `exclusive`: a job of the key may not
       // run twice at once (checked); the others may overlap (a key is free again once its job started,
       // or for graphile-worker's replace mode a running job's key moves to the new one)
-      const variants: Record<string, { readonly system: string; readonly exclusive: boolean; readonly missing?: string | undefined; readonly run: (url: string) => Promise<DedupeResult> }> = {
-        "warp-effect (Mutex, Skip)": { system: "warp-effect", exclusive: true, run: (url) => warp.dedupe(url, spec) },
-        'warp-effect (job key, mode "keep")': { system: "warp-effect", exclusive: false, missing: warp.missing("withJobKey"), run: (url) => warp.dedupe(url, spec, { kind: "jobKey", mode: "keep" }) },
+      const variants: Record<string, { readonly system: string; readonly bar: string; readonly exclusive: boolean; readonly missing?: string | undefined; readonly run: (url: string) => Promise<DedupeResult> }> = {
+        "warp-effect (Mutex, Skip)": { system: "warp-effect", bar: "warp-effect: Mutex Skip", exclusive: true, run: (url) => warp.dedupe(url, spec) },
+        'warp-effect (job key, mode "keep")': { system: "warp-effect", bar: "warp-effect: job key keep", exclusive: false, missing: warp.missing("withJobKey"), run: (url) => warp.dedupe(url, spec, { kind: "jobKey", mode: "keep" }) },
         'warp-effect (job key, mode "keep", includeProcessing)': {
           system: "warp-effect",
+          bar: "warp-effect: keep + processing",
           exclusive: false,
           missing: warp.missing("withJobKey"),
           run: (url) => warp.dedupe(url, spec, { kind: "jobKey", mode: "keep", includeProcessing: true })
         },
-        'graphile-worker (jobKey, jobKeyMode "unsafe_dedupe")': { system: "graphile-worker", exclusive: false, run: (url) => graphile.dedupe(url, spec, "unsafe_dedupe") },
-        'graphile-worker (jobKey, jobKeyMode "replace": its default)': { system: "graphile-worker", exclusive: false, run: (url) => graphile.dedupe(url, spec, "replace") },
-        "pg-boss (exclusive queue + singletonKey)": { system: "pg-boss", exclusive: true, run: (url) => pgboss.dedupe(url, spec) },
-        "pg-boss (singletonKey + singletonSeconds 1: throttle)": { system: "pg-boss", exclusive: false, run: (url) => pgboss.dedupe(url, spec, { throttleSeconds: 1 }) }
+        'graphile-worker (jobKey, jobKeyMode "unsafe_dedupe")': { system: "graphile-worker", bar: "graphile-worker: unsafe_dedupe", exclusive: false, run: (url) => graphile.dedupe(url, spec, "unsafe_dedupe") },
+        'graphile-worker (jobKey, jobKeyMode "replace": its default)': { system: "graphile-worker", bar: "graphile-worker: replace", exclusive: false, run: (url) => graphile.dedupe(url, spec, "replace") },
+        "pg-boss (exclusive queue + singletonKey)": { system: "pg-boss", bar: "pg-boss: exclusive", exclusive: true, run: (url) => pgboss.dedupe(url, spec) },
+        "pg-boss (singletonKey + singletonSeconds 1: throttle)": { system: "pg-boss", bar: "pg-boss: throttle 1 s", exclusive: false, run: (url) => pgboss.dedupe(url, spec, { throttleSeconds: 1 }) }
       }
       const all = Object.keys(variants)
       for (const v of all) if (variants[v]!.missing !== undefined) log(`   ${v}: not in this tree (${variants[v]!.missing}), skipped`)
@@ -475,7 +476,7 @@ const runOn = async (kind: "fast" | "durable") => {
           metric: "enqueues/s; settled s; runs in all; max of one key at once",
           value: `${fmt(eps)}; ${fmt(settled)}; ${fmt(median(rs.map((r) => r.total)))}; ${Math.max(...rs.map((r) => r.maxHolders))}`
         })
-        bars.push({ label: v, value: perKey, note: `${fmt(perKey)} (${fmt(eps)} enq/s, settled ${fmt(settled)} s)`, ours: variants[v]!.system === "warp-effect" })
+        bars.push({ label: variants[v]!.bar, value: perKey, note: `${fmt(perKey)} (${fmt(eps)} enq/s, settled ${fmt(settled)} s)`, ours: variants[v]!.system === "warp-effect" })
       }
       panels.push({
         title: `4. Dedupe: ${spec.enqueues.toLocaleString("en-US")} enqueues over ${spec.keys} keys while ${spec.handlerMs} ms handlers run`,
@@ -998,7 +999,7 @@ const runOn = async (kind: "fast" | "durable") => {
       const res = await alternate(names, (v) =>
         withFreshDatabase(server.url, (url) => variants[v]!.run(url)).then((r) => {
           log(
-            `   ${v}: high wait under the backlog p50 ${fmt(median(r.waits.filter((_, k) => r.backlogged[k])))} ms, p99 ${fmt(percentile(r.waits.filter((_, k) => r.backlogged[k]), 99))}; all high jobs p50 ${fmt(median(r.waits))} ms, p99 ${fmt(percentile(r.waits, 99))}, max ${fmt(Math.max(...r.waits))}${r.timeouts > 0 ? `, ${r.timeouts} timeouts` : ""} (from the call: p50 ${fmt(median(r.fromCall))}, p99 ${fmt(percentile(r.fromCall, 99))}); ${r.underBacklog} of ${spec.high} enqueued before the backlog drained; backlog ${r.lowCompleted} done in ${(r.drainMs / 1000).toFixed(1)} s = ${fmt(drainRate(r))} jobs/s; insert ${(r.insertMs / 1000).toFixed(1)} s`
+            `   ${v}: high wait under the backlog p50 ${fmt(median(r.waits.filter((_, k) => r.backlogged[k])))} ms, p99 ${fmt(percentile(r.waits.filter((_, k) => r.backlogged[k]), 99))}; all high jobs p50 ${fmt(median(r.waits))} ms, p99 ${fmt(percentile(r.waits, 99))}, max ${fmt(Math.max(...r.waits))}${r.timeouts > 0 ? `, ${r.timeouts} timeouts` : ""} (from the return: p50 ${fmt(median(r.fromReturn))}, p99 ${fmt(percentile(r.fromReturn, 99))}); ${r.underBacklog} of ${spec.high} enqueued before the backlog drained; backlog ${r.lowCompleted} done in ${(r.drainMs / 1000).toFixed(1)} s = ${fmt(drainRate(r))} jobs/s; insert ${(r.insertMs / 1000).toFixed(1)} s`
           )
           if (r.underBacklog < spec.high) log(`   ${v}: the backlog drained before the last high-priority enqueue (${r.underBacklog} of ${spec.high} arrived under it): a larger BENCH_SCALE keeps it deep`)
           return r
@@ -1015,7 +1016,7 @@ const runOn = async (kind: "fast" | "durable") => {
       for (const v of all) {
         const rs = res.get(v)
         if (rs === undefined) {
-          rows.push({ scenario, system: v, metric: "ms high-priority enqueue return → handler start, under the backlog: p50 / p99 (samples; timeouts)", value: `not in this tree (${variants[v]!.missing})` })
+          rows.push({ scenario, system: v, metric: "ms high-priority enqueue call → handler start, under the backlog: p50 / p99 (samples; timeouts)", value: `not in this tree (${variants[v]!.missing})` })
           continue
         }
         const xs = pooled(v)
@@ -1026,7 +1027,7 @@ const runOn = async (kind: "fast" | "durable") => {
         rows.push({
           scenario,
           system: v,
-          metric: `ms high-priority enqueue return → handler start (${rate}/s for ${(spec.high * spec.everyMs) / 1000} s), under the backlog: p50 / p99 (samples; timeouts)`,
+          metric: `ms high-priority enqueue call → handler start (${rate}/s for ${(spec.high * spec.everyMs) / 1000} s), under the backlog: p50 / p99 (samples; timeouts)`,
           value: `${fmt(p50)} / ${fmt(p99)} (${xs.length}; ${rs.reduce((a, r) => a + r.timeouts, 0)})`,
           ...(ours && !Number.isNaN(bestP99) ? { ratio: `${fmt(p99 / bestP99)}× best peer's p99` } : {})
         })
@@ -1036,7 +1037,7 @@ const runOn = async (kind: "fast" | "durable") => {
           metric: "backlog drain jobs/s (low-priority completions over the run); high jobs enqueued before it drained (fewest of a round); all high jobs' wait p50 / p99 ms",
           value: `${fmt(drain)}; ${Math.min(...rs.map((r) => r.underBacklog))} of ${spec.high}; ${fmt(median(rs.flatMap((r) => r.waits)))} / ${fmt(percentile(rs.flatMap((r) => r.waits), 99))}`
         })
-        bars.push({ label: v, value: p50, note: `${fmt(p50)} ms (p99 ${fmt(p99)}; drain ${fmt(drain)}/s)`, ours })
+        bars.push({ label: variants[v]!.system, value: p50, note: `${fmt(p50)} ms (p99 ${fmt(p99)}; drain ${fmt(drain)}/s)`, ours })
       }
       panels.push({
         title: `15. Priority: high-priority jobs (${rate}/s) under a backlog of ${spec.backlog.toLocaleString("en-US")} no-op jobs, enqueue → start`,

@@ -68,8 +68,9 @@ export interface DedupeResult {
  * front; one worker of `workers` lanes drains them; `leadMs` after the worker started, `high` no-op
  * jobs of a higher priority (each system's own way: see run.ts) are enqueued one every `everyMs` (a
  * steady rate, each enqueue on its own, not waiting for the previous). A sample is the time from a high
- * job's enqueue returning to its handler's start. Job `i` is low for `i < backlog`, high `i - backlog`
- * after.
+ * job's enqueue call to its handler's start (its enqueue's own time included: on a busy server a worker
+ * often starts the job before the enqueue's reply is read, so the time from the return can be negative;
+ * it is kept beside). Job `i` is low for `i < backlog`, high `i - backlog` after.
  */
 export interface PrioritySpec {
   readonly backlog: number
@@ -84,10 +85,10 @@ export interface PrioritySpec {
 
 /** What a priority run measured. */
 export interface PriorityResult {
-  /** ms from each high job's enqueue return to its handler's start (timeouts count as `timeoutMs`). */
+  /** ms from each high job's enqueue call to its handler's start (timeouts count as `timeoutMs`). */
   readonly waits: ReadonlyArray<number>
-  /** The same from the enqueue's call. */
-  readonly fromCall: ReadonlyArray<number>
+  /** The same from the enqueue's return (negative where the handler started before the reply was read). */
+  readonly fromReturn: ReadonlyArray<number>
   readonly timeouts: number
   /** High jobs whose enqueue returned while low jobs were still not done (the backlog not drained). */
   readonly underBacklog: number
@@ -151,17 +152,17 @@ export const measurePriority = async (
   const last = Math.max(...returns)
   await waitUntil(() => probe.highStartedAt.size >= spec.high, spec.timeoutMs, last)
   const waits: Array<number> = []
-  const fromCall: Array<number> = []
+  const fromReturn: Array<number> = []
   let timeouts = 0
   for (let k = 0; k < spec.high; k++) {
     const at = probe.highStartedAt.get(k)
-    if (at === undefined || at - returns[k]! > spec.timeoutMs) timeouts++
-    waits.push(at === undefined ? spec.timeoutMs : Math.min(spec.timeoutMs, at - returns[k]!))
-    fromCall.push(at === undefined ? spec.timeoutMs : Math.min(spec.timeoutMs, at - calls[k]!))
+    if (at === undefined || at - calls[k]! > spec.timeoutMs) timeouts++
+    waits.push(at === undefined ? spec.timeoutMs : Math.min(spec.timeoutMs, at - calls[k]!))
+    fromReturn.push(at === undefined ? spec.timeoutMs : Math.min(spec.timeoutMs, at - returns[k]!))
   }
   const lowCompleted = probe.lowDone
   const drainMs = (lowCompleted > 0 ? probe.lastLowAt : performance.now()) - workerStart
-  return { waits, fromCall, timeouts, underBacklog: backlogged.filter((b) => b).length, backlogged, lowCompleted, drainMs }
+  return { waits, fromReturn, timeouts, underBacklog: backlogged.filter((b) => b).length, backlogged, lowCompleted, drainMs }
 }
 
 /** What a backlog run measured. */
