@@ -4,8 +4,9 @@
  *   npm run bench                       (from the repository root: installs bench deps, runs all)
  *   BENCH_SCALE=0.2 npm run bench       quick run: job counts scaled down
  *   BENCH_ROUNDS=5                      alternating rounds per scenario (default 3)
- *   BENCH_ONLY=2,6                      only some scenarios (8: producers; 11: fair share and total caps; 12: slot after SIGKILL;
- *                                       13: pickup latency; 14: a total cap's workload)
+ *   BENCH_ONLY=2,6                      only some scenarios (4: dedupe; 8: producers; 11: fair share and total caps;
+ *                                       12: slot after SIGKILL; 13: pickup latency; 14: a total cap's workload;
+ *                                       15: priority under a backlog)
  *   DATABASE_URL=postgres://...         use that server (default: an embedded one)
  *   BENCH_OUT=results-producers         write results-producers.json/.svg instead of results.json/.svg
  *   BENCH_BEFORE=1                      scenarios 1 and 9 also run commit 44c18c5 (warp-effect 0.2, Effect 3),
@@ -24,7 +25,7 @@ import pg from "pg"
 import { connectionsTo, createDatabase, dropDatabase, serverVersion, startServer, withFreshDatabase } from "./lib/server.js"
 import { fmt, median, percentile } from "./lib/stats.js"
 import { type Panel, render } from "./lib/svg.js"
-import type { BacklogResult, BacklogSpec, ClaimBlock, ClaimRig, ClaimSpec, HandoffSpec, PickupResult, PickupSpec, ProducerResult, ProducerSpec } from "./systems/common.js"
+import type { BacklogResult, BacklogSpec, ClaimBlock, ClaimRig, ClaimSpec, DedupeResult, HandoffSpec, PickupResult, PickupSpec, PriorityResult, PrioritySpec, ProducerResult, ProducerSpec } from "./systems/common.js"
 import * as effectqueue from "./systems/effectqueue.js"
 import * as graphile from "./systems/graphile.js"
 import * as pgboss from "./systems/pgboss.js"
@@ -422,41 +423,66 @@ const runOn = async (kind: "fast" | "durable") => {
       const enqueues = scaled(10_000)
       const keyOfEnqueue = Array.from({ length: enqueues }, () => `k${Math.floor(random() * keys)}`)
       const spec = { enqueues, keys, keyOf: (i: number) => keyOfEnqueue[i]!, producers: 4, workers: 8, handlerMs: 10, pollMs: 100, capMs: 120_000 }
-      log(`4. dedupe Skip: ${spec.enqueues} enqueues over ${spec.keys} keys, handlers of ${spec.handlerMs} ms`)
-      const systems = { "warp-effect": warp.dedupe, "pg-boss": pgboss.dedupe } as const
-      const res = await alternate(Object.keys(systems) as Array<keyof typeof systems>, (s) =>
-        withFreshDatabase(server.url, (url) => systems[s](url, spec)).then((r) => {
+      log(`4. dedupe: ${spec.enqueues} enqueues over ${spec.keys} keys from ${spec.producers} producers, handlers of ${spec.handlerMs} ms on ${spec.workers} lanes`)
+      // every way each system drops a duplicate: this project's Mutex Skip (until 2026-12-07 the only
+      // one, as "4 dedupe Skip") and its job keys (issue 42); graphile-worker's job keys; pg-boss's
+      // singletonKey on an exclusive queue and as a throttle. `exclusive`: a job of the key may not
+      // run twice at once (checked); the others may overlap (a key is free again once its job started,
+      // or for graphile-worker's replace mode a running job's key moves to the new one)
+      const variants: Record<string, { readonly system: string; readonly bar: string; readonly exclusive: boolean; readonly missing?: string | undefined; readonly run: (url: string) => Promise<DedupeResult> }> = {
+        "warp-effect (Mutex, Skip)": { system: "warp-effect", bar: "warp-effect: Mutex Skip", exclusive: true, run: (url) => warp.dedupe(url, spec) },
+        'warp-effect (job key, mode "keep")': { system: "warp-effect", bar: "warp-effect: job key keep", exclusive: false, missing: warp.missing("withJobKey"), run: (url) => warp.dedupe(url, spec, { kind: "jobKey", mode: "keep" }) },
+        'warp-effect (job key, mode "keep", includeProcessing)': {
+          system: "warp-effect",
+          bar: "warp-effect: keep + processing",
+          exclusive: false,
+          missing: warp.missing("withJobKey"),
+          run: (url) => warp.dedupe(url, spec, { kind: "jobKey", mode: "keep", includeProcessing: true })
+        },
+        'graphile-worker (jobKey, jobKeyMode "unsafe_dedupe")': { system: "graphile-worker", bar: "graphile-worker: unsafe_dedupe", exclusive: false, run: (url) => graphile.dedupe(url, spec, "unsafe_dedupe") },
+        'graphile-worker (jobKey, jobKeyMode "replace": its default)': { system: "graphile-worker", bar: "graphile-worker: replace", exclusive: false, run: (url) => graphile.dedupe(url, spec, "replace") },
+        "pg-boss (exclusive queue + singletonKey)": { system: "pg-boss", bar: "pg-boss: exclusive", exclusive: true, run: (url) => pgboss.dedupe(url, spec) },
+        "pg-boss (singletonKey + singletonSeconds 1: throttle)": { system: "pg-boss", bar: "pg-boss: throttle 1 s", exclusive: false, run: (url) => pgboss.dedupe(url, spec, { throttleSeconds: 1 }) }
+      }
+      const all = Object.keys(variants)
+      for (const v of all) if (variants[v]!.missing !== undefined) log(`   ${v}: not in this tree (${variants[v]!.missing}), skipped`)
+      const names = all.filter((v) => variants[v]!.missing === undefined)
+      const res = await alternate(names, (v) =>
+        withFreshDatabase(server.url, (url) => variants[v]!.run(url)).then((r) => {
           const runs = [...r.runsPerKey.values()]
           const total = runs.reduce((a, b) => a + b, 0)
-          log(`   ${s}: ran ${total} (per key median ${median(runs)}), accepted ${r.accepted}, states ${JSON.stringify(r.states)}, enqueue ${(r.enqueueMs / 1000).toFixed(1)} s, settled ${(r.settleMs / 1000).toFixed(1)} s, max holders ${r.maxHolders}`)
-          if (r.maxHolders > 1) throw new Error(`${s} ran ${r.maxHolders} jobs of one key at once`)
-          return { ...r, total, perKeyMedian: median(runs), perKeyMin: Math.min(...runs), perKeyMax: Math.max(...runs), runsPerKey: undefined }
+          log(
+            `   ${v}: ran ${total} (per key median ${median(runs)}, ${Math.min(...runs)}–${Math.max(...runs)}), accepted ${r.accepted}, ${r.outcomes === undefined ? "" : `outcomes ${JSON.stringify(r.outcomes)}, `}states ${JSON.stringify(r.states)}, enqueue ${(r.enqueueMs / 1000).toFixed(1)} s = ${fmt(spec.enqueues / (r.enqueueMs / 1000))}/s, settled ${(r.settleMs / 1000).toFixed(1)} s, max of one key at once ${r.maxHolders}`
+          )
+          if (variants[v]!.exclusive && r.maxHolders > 1) throw new Error(`${v} ran ${r.maxHolders} jobs of one key at once`)
+          return { ...r, total, perKeyMedian: median(runs), perKeyMin: Math.min(...runs), perKeyMax: Math.max(...runs), enqueuesPerSecond: spec.enqueues / (r.enqueueMs / 1000), runsPerKey: undefined }
         })
       )
-      raw["4"] = Object.fromEntries(res)
-      for (const s of Object.keys(systems) as Array<keyof typeof systems>) {
-        const rs = res.get(s)!
+      raw["4"] = { enqueues, keys, producers: spec.producers, workers: spec.workers, handlerMs: spec.handlerMs, skipped: Object.fromEntries(all.filter((v) => !names.includes(v)).map((v) => [v, `not in this tree: ${variants[v]!.missing}`])), runs: Object.fromEntries(res) }
+      const bars: Array<Panel["bars"][number]> = []
+      for (const v of all) {
+        const rs = res.get(v)
+        if (rs === undefined) {
+          rows.push({ scenario: "4 dedupe", system: v, metric: "runs per key (median; min–max)", value: `not in this tree (${variants[v]!.missing})` })
+          continue
+        }
+        const perKey = median(rs.map((r) => r.perKeyMedian))
+        const eps = median(rs.map((r) => r.enqueuesPerSecond))
+        const settled = median(rs.map((r) => r.settleMs / 1000))
+        rows.push({ scenario: "4 dedupe", system: v, metric: "runs per key (median; min–max)", value: `${fmt(perKey)}; ${median(rs.map((r) => r.perKeyMin))}–${median(rs.map((r) => r.perKeyMax))}` })
         rows.push({
-          scenario: "4 dedupe Skip",
-          system: s === "pg-boss" ? "pg-boss (exclusive queue + singletonKey)" : "warp-effect (Mutex, Skip)",
-          metric: "runs per key (median; min–max)",
-          value: `${fmt(median(rs.map((r) => r.perKeyMedian)))}; ${median(rs.map((r) => r.perKeyMin))}–${median(rs.map((r) => r.perKeyMax))}`
+          scenario: "4 dedupe",
+          system: v,
+          metric: "enqueues/s; settled s; runs in all; max of one key at once",
+          value: `${fmt(eps)}; ${fmt(settled)}; ${fmt(median(rs.map((r) => r.total)))}; ${Math.max(...rs.map((r) => r.maxHolders))}`
         })
-        rows.push({
-          scenario: "4 dedupe Skip",
-          system: s,
-          metric: s === "pg-boss" ? "sends refused / enqueue s / settled s" : "skipped (Deleted) / enqueue s / settled s",
-          value: `${fmt(median(rs.map((r) => (s === "pg-boss" ? spec.enqueues - r.accepted : Number((r.states as any).Deleted ?? 0)))))} / ${fmt(median(rs.map((r) => r.enqueueMs / 1000)))} / ${fmt(median(rs.map((r) => r.settleMs / 1000)))}`
-        })
+        bars.push({ label: variants[v]!.bar, value: perKey, note: `${fmt(perKey)} (${fmt(eps)} enq/s, settled ${fmt(settled)} s)`, ours: variants[v]!.system === "warp-effect" })
       }
       panels.push({
         title: `4. Dedupe: ${spec.enqueues.toLocaleString("en-US")} enqueues over ${spec.keys} keys while ${spec.handlerMs} ms handlers run`,
         unit: "runs per key, median (fewer = more duplicates dropped)",
         better: "neither",
-        bars: (Object.keys(systems) as Array<keyof typeof systems>).map((s) => {
-          const v = median(res.get(s)!.map((r) => r.perKeyMedian))
-          return { label: s, value: v, note: `${fmt(v)} (settled in ${fmt(median(res.get(s)!.map((r) => r.settleMs / 1000)))} s)`, ours: s === "warp-effect" }
-        })
+        bars
       })
     }
 
@@ -952,6 +978,73 @@ const runOn = async (kind: "fast" | "durable") => {
         bars.push({ label: v, value: rate(v), note: capped ? `${fmt(rate(v))} (${fmt(paired)}× keyless)` : fmt(rate(v)), ours: system === "warp-effect" })
       }
       panels.push({ title: `14. A total cap of ${cap} over ${keys} keys (limit ${perKey} each, ${handlerMs} ms handlers) vs keyless on ${cap} lanes`, unit: "jobs/s", bars })
+    }
+
+    // 15. priority under a backlog (issue 42): a backlog of no-op jobs at the default priority drains on
+    // 8 lanes; high-priority jobs arrive at a steady rate; how long each waits from its enqueue to its start
+    if (enabled("15")) {
+      const spec: PrioritySpec = { backlog: scaled(100_000), workers: 8, pollMs: 100, leadMs: 1_000, high: 200, everyMs: 50, timeoutMs: 30_000 }
+      // each system's own "higher": this project and pg-boss run the higher number first, graphile-worker the lower
+      const variants: Record<string, { readonly system: string; readonly missing?: string | undefined; readonly run: (url: string) => Promise<PriorityResult> }> = {
+        "warp-effect (withPriority(10))": { system: "warp-effect", missing: warp.missing("withPriority"), run: (url) => warp.priority(url, spec) },
+        "graphile-worker (priority -10: lower runs first)": { system: "graphile-worker", run: (url) => graphile.priority(url, spec) },
+        "pg-boss (priority 10)": { system: "pg-boss", run: (url) => pgboss.priority(url, spec) }
+      }
+      const rate = 1000 / spec.everyMs
+      log(`15. priority: a backlog of ${spec.backlog} no-op jobs at the default priority draining on ${spec.workers} lanes; ${spec.high} high-priority no-op jobs at ${rate}/s from ${spec.leadMs / 1000} s after the worker's start`)
+      const all = Object.keys(variants)
+      for (const v of all) if (variants[v]!.missing !== undefined) log(`   ${v}: not in this tree (${variants[v]!.missing}), skipped`)
+      const names = all.filter((v) => variants[v]!.missing === undefined)
+      const drainRate = (r: PriorityResult) => r.lowCompleted / (r.drainMs / 1000)
+      const res = await alternate(names, (v) =>
+        withFreshDatabase(server.url, (url) => variants[v]!.run(url)).then((r) => {
+          log(
+            `   ${v}: high wait under the backlog p50 ${fmt(median(r.waits.filter((_, k) => r.backlogged[k])))} ms, p99 ${fmt(percentile(r.waits.filter((_, k) => r.backlogged[k]), 99))}; all high jobs p50 ${fmt(median(r.waits))} ms, p99 ${fmt(percentile(r.waits, 99))}, max ${fmt(Math.max(...r.waits))}${r.timeouts > 0 ? `, ${r.timeouts} timeouts` : ""} (from the return: p50 ${fmt(median(r.fromReturn))}, p99 ${fmt(percentile(r.fromReturn, 99))}); ${r.underBacklog} of ${spec.high} enqueued before the backlog drained; backlog ${r.lowCompleted} done in ${(r.drainMs / 1000).toFixed(1)} s = ${fmt(drainRate(r))} jobs/s; insert ${(r.insertMs / 1000).toFixed(1)} s`
+          )
+          if (r.underBacklog < spec.high) log(`   ${v}: the backlog drained before the last high-priority enqueue (${r.underBacklog} of ${spec.high} arrived under it): a larger BENCH_SCALE keeps it deep`)
+          return r
+        })
+      )
+      raw["15"] = { spec, skipped: Object.fromEntries(all.filter((v) => !names.includes(v)).map((v) => [v, `not in this tree: ${variants[v]!.missing}`])), runs: Object.fromEntries(res) }
+      // the samples of the high jobs that arrived while the backlog was there (the others met a drained
+      // queue: an idle pickup, scenario 13's measure); at full scale every one of them
+      const pooled = (v: string) => res.get(v)!.flatMap((r) => r.waits.filter((_, k) => r.backlogged[k]))
+      const peersP99 = names.filter((v) => variants[v]!.system !== "warp-effect").map((v) => percentile(pooled(v), 99))
+      const bestP99 = peersP99.length === 0 ? Number.NaN : Math.min(...peersP99)
+      const bars: Array<Panel["bars"][number]> = []
+      const scenario = `15 priority under a backlog of ${spec.backlog.toLocaleString("en-US")}`
+      for (const v of all) {
+        const rs = res.get(v)
+        if (rs === undefined) {
+          rows.push({ scenario, system: v, metric: "ms high-priority enqueue call → handler start, under the backlog: p50 / p99 (samples; timeouts)", value: `not in this tree (${variants[v]!.missing})` })
+          continue
+        }
+        const xs = pooled(v)
+        const p50 = median(xs)
+        const p99 = percentile(xs, 99)
+        const drain = median(rs.map(drainRate))
+        const ours = variants[v]!.system === "warp-effect"
+        rows.push({
+          scenario,
+          system: v,
+          metric: `ms high-priority enqueue call → handler start (${rate}/s for ${(spec.high * spec.everyMs) / 1000} s), under the backlog: p50 / p99 (samples; timeouts)`,
+          value: `${fmt(p50)} / ${fmt(p99)} (${xs.length}; ${rs.reduce((a, r) => a + r.timeouts, 0)})`,
+          ...(ours && !Number.isNaN(bestP99) ? { ratio: `${fmt(p99 / bestP99)}× best peer's p99` } : {})
+        })
+        rows.push({
+          scenario,
+          system: v,
+          metric: "backlog drain jobs/s (low-priority completions over the run); high jobs enqueued before it drained (fewest of a round); all high jobs' wait p50 / p99 ms",
+          value: `${fmt(drain)}; ${Math.min(...rs.map((r) => r.underBacklog))} of ${spec.high}; ${fmt(median(rs.flatMap((r) => r.waits)))} / ${fmt(percentile(rs.flatMap((r) => r.waits), 99))}`
+        })
+        bars.push({ label: variants[v]!.system, value: p50, note: `${fmt(p50)} ms (p99 ${fmt(p99)}; drain ${fmt(drain)}/s)`, ours })
+      }
+      panels.push({
+        title: `15. Priority: high-priority jobs (${rate}/s) under a backlog of ${spec.backlog.toLocaleString("en-US")} no-op jobs, enqueue → start`,
+        unit: "ms, p50 (p99 in the note)",
+        better: "lower",
+        bars
+      })
     }
   } finally {
     await server.stop()

@@ -42,6 +42,129 @@ export interface DedupeSpec {
   readonly capMs: number
 }
 
+/**
+ * What a dedupe run measured (scenario 4). Every variant counts the handler runs per key; `accepted`
+ * and `outcomes` are each system's own word on the enqueues (pg-boss: ids returned; graphile-worker:
+ * distinct job ids returned; this project: `submit`'s outcomes where it has them).
+ */
+export interface DedupeResult {
+  readonly runsPerKey: Map<string, number>
+  /** Worst number of handlers of one key running at once. */
+  readonly maxHolders: number
+  /** ms from the first enqueue's call to the last one's return (4 producers). */
+  readonly enqueueMs: number
+  /** ms from the first enqueue's call until nothing was pending or running. */
+  readonly settleMs: number
+  /** Enqueues the system reported as new jobs. */
+  readonly accepted: number
+  /** Jobs by state at the end (this project), `{}` elsewhere. */
+  readonly states: Record<string, number>
+  /** The enqueue's outcomes by tag, where the system tells (this project's `submit`: Created / Replaced / Joined). */
+  readonly outcomes?: Record<string, number>
+}
+
+/**
+ * Priority under a backlog (scenario 15): `backlog` no-op jobs at the default priority are written up
+ * front; one worker of `workers` lanes drains them; `leadMs` after the worker started, `high` no-op
+ * jobs of a higher priority (each system's own way: see run.ts) are enqueued one every `everyMs` (a
+ * steady rate, each enqueue on its own, not waiting for the previous). A sample is the time from a high
+ * job's enqueue call to its handler's start (its enqueue's own time included: on a busy server a worker
+ * often starts the job before the enqueue's reply is read, so the time from the return can be negative;
+ * it is kept beside). Job `i` is low for `i < backlog`, high `i - backlog` after.
+ */
+export interface PrioritySpec {
+  readonly backlog: number
+  readonly workers: number
+  readonly pollMs: number
+  readonly leadMs: number
+  readonly high: number
+  readonly everyMs: number
+  /** A high job not started this long after its enqueue counts as this long (and as a timeout). */
+  readonly timeoutMs: number
+}
+
+/** What a priority run measured. */
+export interface PriorityResult {
+  /** ms from each high job's enqueue call to its handler's start (timeouts count as `timeoutMs`). */
+  readonly waits: ReadonlyArray<number>
+  /** The same from the enqueue's return (negative where the handler started before the reply was read). */
+  readonly fromReturn: ReadonlyArray<number>
+  readonly timeouts: number
+  /** High jobs whose enqueue returned while low jobs were still not done (the backlog not drained). */
+  readonly underBacklog: number
+  /** By high job: whether its enqueue returned before the backlog drained (its sample measures priority, not an idle pickup). */
+  readonly backlogged: ReadonlyArray<boolean>
+  /** Low jobs completed over the run. */
+  readonly lowCompleted: number
+  /** ms from the worker's start to the last low completion. */
+  readonly drainMs: number
+  /** ms to write the backlog (each system's bulk path). */
+  readonly insertMs: number
+}
+
+/** The handlers' side of a priority run: low completions and high starts, by job number. */
+export class PriorityProbe {
+  lowDone = 0
+  lastLowAt = 0
+  readonly highStartedAt = new Map<number, number>()
+  constructor(readonly backlog: number) {}
+  /** Job `i`'s handler starts (a high job is marked). */
+  start(i: number) {
+    if (i >= this.backlog) this.highStartedAt.set(i - this.backlog, performance.now())
+  }
+  /** Job `i`'s handler ends (a low job is counted). */
+  end(i: number) {
+    if (i < this.backlog) {
+      this.lowDone++
+      this.lastLowAt = performance.now()
+    }
+  }
+}
+
+/**
+ * The bench's side of a priority run, once the worker runs (started at `workerStart`): waits
+ * `spec.leadMs`, enqueues the high jobs at the steady rate (`enqueueHigh(k)` enqueues job
+ * `backlog + k`), waits until all of them started (or timed out), and reads the figures.
+ */
+export const measurePriority = async (
+  spec: PrioritySpec,
+  probe: PriorityProbe,
+  workerStart: number,
+  enqueueHigh: (k: number) => Promise<unknown>
+): Promise<Omit<PriorityResult, "insertMs">> => {
+  await sleep(Math.max(0, workerStart + spec.leadMs - performance.now()))
+  const first = performance.now()
+  const calls: Array<number> = []
+  const returns: Array<number> = []
+  const backlogged: Array<boolean> = []
+  const pending: Array<Promise<unknown>> = []
+  for (let k = 0; k < spec.high; k++) {
+    await sleep(Math.max(0, first + k * spec.everyMs - performance.now()))
+    calls[k] = performance.now()
+    pending.push(
+      enqueueHigh(k).then(() => {
+        returns[k] = performance.now()
+        backlogged[k] = probe.lowDone < probe.backlog
+      })
+    )
+  }
+  await Promise.all(pending)
+  const last = Math.max(...returns)
+  await waitUntil(() => probe.highStartedAt.size >= spec.high, spec.timeoutMs, last)
+  const waits: Array<number> = []
+  const fromReturn: Array<number> = []
+  let timeouts = 0
+  for (let k = 0; k < spec.high; k++) {
+    const at = probe.highStartedAt.get(k)
+    if (at === undefined || at - calls[k]! > spec.timeoutMs) timeouts++
+    waits.push(at === undefined ? spec.timeoutMs : Math.min(spec.timeoutMs, at - calls[k]!))
+    fromReturn.push(at === undefined ? spec.timeoutMs : Math.min(spec.timeoutMs, at - returns[k]!))
+  }
+  const lowCompleted = probe.lowDone
+  const drainMs = (lowCompleted > 0 ? probe.lastLowAt : performance.now()) - workerStart
+  return { waits, fromReturn, timeouts, underBacklog: backlogged.filter((b) => b).length, backlogged, lowCompleted, drainMs }
+}
+
 /** What a backlog run measured. */
 export interface BacklogResult {
   /** Handler completions inside the window. */

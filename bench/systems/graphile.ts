@@ -10,12 +10,18 @@ import {
   type ClaimRig,
   type ClaimSpec,
   ClaimTimer,
+  type DedupeResult,
+  type DedupeSpec,
   type HandoffSpec,
   Holders,
   measureHandoffs,
   measurePickups,
+  measurePriority,
   type PickupResult,
   type PickupSpec,
+  PriorityProbe,
+  type PriorityResult,
+  type PrioritySpec,
   type ProducerResult,
   type ProducerSpec,
   shares,
@@ -79,6 +85,98 @@ export const backlog = async (url: string, spec: BacklogSpec): Promise<BacklogRe
   // completed jobs are deleted by graphile-worker
   const left = await withClient(url, async (c) => Number((await c.query(`SELECT count(*)::int AS n FROM graphile_worker.jobs`)).rows[0].n))
   return { completed: holders.completed, elapsedMs, maxHolders: holders.max, requeues: 0, succeeded: spec.jobs - left, cpuMs, serverCpuMs, databaseCpuMs, serverCpuInsertMs, db: diffCounters(before, after), order: holders.order, maxLive: holders.maxLive }
+}
+
+/**
+ * Dedupe by job key (scenario 4): producers `addJob` each job with `jobKey: key` while a runner
+ * (`concurrency`, `pollInterval`, no queue) works. `unsafe_dedupe`: the add is dropped while a job of
+ * the key exists, waiting or locked (running); `replace` (its default): a waiting job of the key is
+ * replaced (payload, run_at), a locked one loses its key and a new job is added beside it. Completed
+ * jobs are deleted, so the key is free again once its job is done. `accepted` = distinct job ids
+ * returned (a dropped or replacing add returns the existing job's id).
+ */
+export const dedupe = async (url: string, spec: DedupeSpec, jobKeyMode: "unsafe_dedupe" | "replace"): Promise<DedupeResult> => {
+  const utils = await makeWorkerUtils({ connectionString: url, logger: silent })
+  await utils.migrate()
+  const holders = new Holders()
+  const runsPerKey = new Map<string, number>()
+  const runner = await run({
+    connectionString: url,
+    concurrency: spec.workers,
+    pollInterval: spec.pollMs,
+    noHandleSignals: true,
+    logger: silent,
+    maxPoolSize: spec.workers + 2,
+    taskList: {
+      bench: async (payload: any) => {
+        holders.enter(payload.key)
+        if (spec.handlerMs > 0) await sleep(spec.handlerMs)
+        holders.exit(payload.key)
+        runsPerKey.set(payload.key, (runsPerKey.get(payload.key) ?? 0) + 1)
+      }
+    }
+  })
+  const ids = new Set<string>()
+  const t0 = performance.now()
+  let next = 0
+  const producer = async () => {
+    while (next < spec.enqueues) {
+      const i = next++
+      const key = spec.keyOf(i)
+      const job = await utils.addJob("bench", { i, key }, { jobKey: key, jobKeyMode })
+      ids.add(String(job.id))
+    }
+  }
+  await Promise.all(Array.from({ length: spec.producers }, producer))
+  const enqueueMs = performance.now() - t0
+  // settled: no job left (completed jobs are deleted)
+  while (performance.now() - t0 < spec.capMs) {
+    const left = await withClient(url, async (c) => Number((await c.query(`SELECT count(*)::int AS n FROM graphile_worker.jobs`)).rows[0].n))
+    if (left === 0) break
+    await sleep(50)
+  }
+  const settleMs = performance.now() - t0
+  await runner.stop()
+  await utils.release()
+  return { runsPerKey, maxHolders: holders.max, enqueueMs, settleMs, accepted: ids.size, states: {} }
+}
+
+/**
+ * Priority under a backlog (scenario 15): the backlog with `addJobs` (2,000 a call, priority 0), a runner
+ * as in the backlog runs; the high jobs with `addJob(..., { priority: -10 })` (graphile-worker runs
+ * numerically smaller priorities first).
+ */
+export const priority = async (url: string, spec: PrioritySpec): Promise<PriorityResult> => {
+  const t0 = performance.now()
+  const utils = await makeWorkerUtils({ connectionString: url, logger: silent })
+  await utils.migrate()
+  for (let start = 0; start < spec.backlog; start += 2000) {
+    await utils.addJobs(Array.from({ length: Math.min(2000, spec.backlog - start) }, (_, j) => ({ identifier: "bench", payload: { i: start + j } })))
+  }
+  const insertMs = performance.now() - t0
+  const probe = new PriorityProbe(spec.backlog)
+  const workerStart = performance.now()
+  const runner = await run({
+    connectionString: url,
+    concurrency: spec.workers,
+    pollInterval: spec.pollMs,
+    noHandleSignals: true,
+    logger: silent,
+    maxPoolSize: spec.workers + 2,
+    taskList: {
+      bench: async (payload: any) => {
+        probe.start(payload.i)
+        probe.end(payload.i)
+      }
+    }
+  })
+  try {
+    const measured = await measurePriority(spec, probe, workerStart, (k) => utils.addJob("bench", { i: spec.backlog + k }, { priority: -10 }))
+    return { ...measured, insertMs }
+  } finally {
+    await runner.stop()
+    await utils.release()
+  }
 }
 
 /** Producers: `addJob` one at a time from `spec.producers` callers, or `addJobs` calls of `spec.batch` jobs. */

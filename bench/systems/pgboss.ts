@@ -14,13 +14,18 @@ import {
   type ClaimRig,
   type ClaimSpec,
   ClaimTimer,
+  type DedupeResult,
   type DedupeSpec,
   type HandoffSpec,
   Holders,
   measureHandoffs,
   measurePickups,
+  measurePriority,
   type PickupResult,
   type PickupSpec,
+  PriorityProbe,
+  type PriorityResult,
+  type PrioritySpec,
   Signals,
   type ProducerResult,
   type ProducerSpec,
@@ -96,14 +101,16 @@ export const backlog = async (url: string, spec: BacklogSpec): Promise<BacklogRe
   return { completed: holders.completed, elapsedMs, maxHolders: holders.max, requeues: 0, succeeded, cpuMs, serverCpuMs, databaseCpuMs, serverCpuInsertMs, db: diffCounters(before, after), order: holders.order, maxLive: holders.maxLive }
 }
 
-/** Dedupe: producers send `enqueues` jobs with `singletonKey` on an `exclusive` queue while workers run. */
-export const dedupe = async (
-  url: string,
-  spec: DedupeSpec
-) => {
+/**
+ * Dedupe (scenario 4): producers send `enqueues` jobs while workers run. `exclusive`: a queue with
+ * policy `exclusive` and `singletonKey: key` on each send (refused while a job of the key is queued or
+ * active). `throttle`: a standard queue and `sendThrottled(..., seconds, key)` (`singletonKey` +
+ * `singletonSeconds`: at most one job of the key per time slot of `seconds`, the rest refused).
+ */
+export const dedupe = async (url: string, spec: DedupeSpec, mode: "exclusive" | { readonly throttleSeconds: number } = "exclusive"): Promise<DedupeResult> => {
   const b = boss(url, spec.workers + spec.producers + 4)
   await b.start()
-  await b.createQueue(QUEUE, { policy: "exclusive" })
+  await b.createQueue(QUEUE, mode === "exclusive" ? { policy: "exclusive" } : {})
   const holders = new Holders()
   const runsPerKey = new Map<string, number>()
   await b.work(QUEUE, workOptions(spec), async (jobs: any[]) => {
@@ -121,7 +128,7 @@ export const dedupe = async (
     while (next < spec.enqueues) {
       const i = next++
       const key = spec.keyOf(i)
-      const id = await b.send(QUEUE, { i, key }, { singletonKey: key })
+      const id = mode === "exclusive" ? await b.send(QUEUE, { i, key }, { singletonKey: key }) : await b.sendThrottled(QUEUE, { i, key }, null, mode.throttleSeconds, key)
       if (id !== null) accepted++
     }
   }
@@ -137,6 +144,40 @@ export const dedupe = async (
   const settleMs = performance.now() - t0
   await b.stop({ graceful: true, close: true, timeout: 10_000 })
   return { runsPerKey, maxHolders: holders.max, enqueueMs, settleMs, accepted, states: {} }
+}
+
+/**
+ * Priority under a backlog (scenario 15): the backlog with `insert` (2,000 a call, priority 0), `work()`
+ * as in the backlog runs; the high jobs with `send(..., { priority: 10 })` (pg-boss fetches `ORDER BY
+ * priority DESC, created_on`).
+ */
+export const priority = async (url: string, spec: PrioritySpec): Promise<PriorityResult> => {
+  const t0 = performance.now()
+  const setup = boss(url, 4)
+  await setup.start()
+  await setup.createQueue(QUEUE)
+  for (let start = 0; start < spec.backlog; start += 2000) {
+    await setup.insert(QUEUE, Array.from({ length: Math.min(2000, spec.backlog - start) }, (_, j) => ({ data: { i: start + j } })))
+  }
+  await setup.stop({ graceful: true, close: true })
+  const insertMs = performance.now() - t0
+  const probe = new PriorityProbe(spec.backlog)
+  const b = boss(url, spec.workers + 4)
+  await b.start()
+  const workerStart = performance.now()
+  await b.work(QUEUE, workOptions(spec), async (jobs: any[]) => {
+    for (const job of jobs) {
+      probe.start(job.data.i)
+      probe.end(job.data.i)
+    }
+  })
+  try {
+    const measured = await measurePriority(spec, probe, workerStart, (k) => b.send(QUEUE, { i: spec.backlog + k }, { priority: 10 }))
+    return { ...measured, insertMs }
+  } finally {
+    await b.stop({ graceful: true, close: true, timeout: 10_000 })
+    await sleep(200)
+  }
 }
 
 /** Producers: `send` one at a time from `spec.producers` callers, or `insert` calls of `spec.batch` jobs. */

@@ -28,13 +28,18 @@ import {
   type ClaimRig,
   type ClaimSpec,
   ClaimTimer,
+  type DedupeResult,
   type DedupeSpec,
   type HandoffSpec,
   Holders,
   measureHandoffs,
   measurePickups,
+  measurePriority,
   type PickupResult,
   type PickupSpec,
+  PriorityProbe,
+  type PriorityResult,
+  type PrioritySpec,
   Signals,
   type ProducerResult,
   type ProducerSpec,
@@ -181,14 +186,38 @@ export const backlog = async (url: string, spec: BacklogSpec): Promise<BacklogRe
   }
 }
 
-/** Dedupe (Skip): producers enqueue `enqueues` Mutex(key) jobs while the worker runs them. */
-export const dedupe = async (
-  url: string,
-  spec: DedupeSpec
-) => {
+/**
+ * The APIs of issue 42 this tree may not have yet (agreed names): `JobParameters.withJobKey(key, { mode,
+ * includeProcessing })`, `JobParameters.withPriority(n)` (higher runs first) and `Publisher.submit`
+ * (`{ _tag: "Created" | "Replaced" | "Joined", id }`). `missing(...)` says which of them this tree
+ * lacks (run.ts then skips this project's row of the scenario with "not in this tree").
+ */
+export const missing = (...methods: ReadonlyArray<"withJobKey" | "withPriority">): string | undefined => {
+  const params: any = JobParameters.make()
+  const absent = methods.filter((m) => typeof params[m] !== "function")
+  return absent.length === 0 ? undefined : absent.map((m) => `JobParameters.${m}`).join(", ")
+}
+
+/** Scenario 4's variants of this project: `Mutex(key)` Skip, or a job key (issue 42). */
+export type DedupeVariant =
+  | { readonly kind: "mutex" }
+  | { readonly kind: "jobKey"; readonly mode: "keep" | "replace" | "replacePayload"; readonly includeProcessing?: boolean }
+
+/** Until the job key lands: `withJobKey` through `any` (see `missing`). */
+const jobKeyParams = (key: string, options: { readonly mode: "keep" | "replace" | "replacePayload"; readonly includeProcessing?: boolean }): JobParameters =>
+  (JobParameters.make() as any).withJobKey(key, options) as JobParameters
+
+/**
+ * Dedupe: producers enqueue `enqueues` jobs while the worker runs them, each `Mutex(key)` (Skip: a job
+ * that meets its key held is dropped when picked up) or with job key `key` (issue 42: `keep` joins a
+ * job of the key that is waiting, and with `includeProcessing` one that runs). A job key goes through
+ * `Publisher.submit` where the tree has it (its outcomes are counted), else `enqueue`.
+ */
+export const dedupe = async (url: string, spec: DedupeSpec, variant: DedupeVariant = { kind: "mutex" }): Promise<DedupeResult> => {
   const holders = new Holders()
   const runsPerKey = new Map<string, number>()
   const handlers = [handlerOf(holders, spec.handlerMs, (_, key) => runsPerKey.set(key!, (runsPerKey.get(key!) ?? 0) + 1))]
+  const outcomes: Record<string, number> = {}
   let enqueueMs = 0
   let settleMs = 0
   await Effect.runPromise(
@@ -196,14 +225,22 @@ export const dedupe = async (
       Effect.gen(function* () {
         const publisher = yield* Publisher.Publisher
         const store = yield* JobStore
+        const submit: ((contract: typeof BenchJob, payload: { readonly i: number; readonly key?: string }, params?: JobParameters) => Effect.Effect<{ readonly _tag: string; readonly id: string }, unknown>) | undefined =
+          typeof (publisher as any).submit === "function" ? (publisher as any).submit.bind(publisher) : undefined
+        const enqueue = (i: number, key: string): Effect.Effect<unknown, unknown> => {
+          if (variant.kind === "mutex") return publisher.enqueue(BenchJob, { i, key }, JobParameters.make().withMutex(key))
+          const params = jobKeyParams(key, { mode: variant.mode, ...(variant.includeProcessing === undefined ? {} : { includeProcessing: variant.includeProcessing }) })
+          return submit === undefined
+            ? publisher.enqueue(BenchJob, { i, key }, params)
+            : Effect.tap(submit(BenchJob, { i, key }, params), (r) => Effect.sync(() => void (outcomes[r._tag] = (outcomes[r._tag] ?? 0) + 1)))
+        }
         yield* Worker.make({ addons: [Concurrency.addon], concurrency: spec.workers, pollInterval: spec.pollMs })
         const t0 = performance.now()
         let next = 0
         const producer = Effect.gen(function* () {
           while (next < spec.enqueues) {
             const i = next++
-            const key = spec.keyOf(i)
-            yield* publisher.enqueue(BenchJob, { i, key }, JobParameters.make().withMutex(key))
+            yield* enqueue(i, spec.keyOf(i))
           }
         })
         yield* Effect.all(Array.from({ length: spec.producers }, () => producer), { concurrency: "unbounded" })
@@ -219,7 +256,42 @@ export const dedupe = async (
     ).pipe(Effect.provide(env(url, handlers, spec.workers * 2 + spec.producers + 4)))
   )
   const final = await withClient(url, async (c) => (await c.query(`SELECT state, count(*)::int AS n FROM warp_jobs GROUP BY state`)).rows)
-  return { runsPerKey, maxHolders: holders.max, enqueueMs, settleMs, accepted: spec.enqueues, states: Object.fromEntries(final.map((r: any) => [r.state, r.n])) }
+  const states = Object.fromEntries(final.map((r: any) => [r.state, r.n]))
+  const accepted = variant.kind === "mutex" ? spec.enqueues : Object.keys(outcomes).length > 0 ? (outcomes.Created ?? 0) : Object.values(states).reduce((a: number, b) => a + (b as number), 0)
+  return { runsPerKey, maxHolders: holders.max, enqueueMs, settleMs, accepted, states, ...(Object.keys(outcomes).length > 0 ? { outcomes } : {}) }
+}
+
+/**
+ * Priority under a backlog (scenario 15): the backlog written as scenario 9's (keyless rows exactly as
+ * `Publisher.enqueue` writes them, default priority), one `Worker.make` of `spec.workers` lanes with the
+ * concurrency addon (as scenario 9); the high jobs through `Publisher.enqueue` with `withPriority(10)`
+ * (higher runs first here).
+ */
+export const priority = async (url: string, spec: PrioritySpec): Promise<PriorityResult> => {
+  const probe = new PriorityProbe(spec.backlog)
+  const handlers = [
+    Handler.job(BenchJob, ({ i }) =>
+      Effect.sync(() => {
+        probe.start(i)
+        probe.end(i)
+      })
+    )
+  ]
+  const t0 = performance.now()
+  await Effect.runPromise(insertBacklog({ jobs: spec.backlog, keyOf: () => undefined, limit: 1 }).pipe(Effect.provide(env(url, handlers, 4))))
+  const insertMs = performance.now() - t0
+  const high = (JobParameters.make() as any).withPriority(10) as JobParameters
+  const measured = await Effect.runPromise(
+    Effect.scoped(
+      Effect.gen(function* () {
+        const publisher = yield* Publisher.Publisher
+        const workerStart = performance.now()
+        yield* Worker.make({ addons: [Concurrency.addon], concurrency: spec.workers, pollInterval: spec.pollMs })
+        return yield* Effect.promise(() => measurePriority(spec, probe, workerStart, (k) => Effect.runPromise(publisher.enqueue(BenchJob, { i: spec.backlog + k }, high))))
+      })
+    ).pipe(Effect.provide(env(url, handlers, spec.workers * 2 + 8)))
+  )
+  return { ...measured, insertMs }
 }
 
 export { sleep }
