@@ -25,7 +25,7 @@ const asLimit = (sql: SqlClient.SqlClient, text: Statement.Fragment) =>
 
 /**
  * The admission of the claim's plain rows (due, not fair-share, not Fifo), as common table expressions
- * (`adm_*`) and `ids`, the array of the rows the claim may take, in order. A FILTER and ORDER only: the
+ * (`adm_*`), and `free` and `held`, the arrays of the rows the claim may take, in order. A FILTER and ORDER only: the
  * slots stay with the semaphore provider, and a row the claim misjudges (two claims racing for the last
  * slot, an override changed meanwhile) meets the gate as before.
  *
@@ -39,8 +39,8 @@ const asLimit = (sql: SqlClient.SqlClient, text: Statement.Fragment) =>
  * constrained row (a Wait row with a key, or a row with a total cap that is not Skip / CancelNewest): a
  * lane runs its rows one after another, and a second one would only sit in its batch, counted as a holder
  * while it does not hold a slot, where other lanes could run it (a lane's keyed jobs come one per
- * finalizing statement anyway, see `Lane`'s carried claim); `ready` locks up to `limit` admissible rows
- * and keeps the first constrained one. In (priority descending, ScheduleTime) order, a row is
+ * finalizing statement anyway, see `Lane`'s carried claim); `ready` locks up to `limit` unconstrained
+ * admissible rows and the first constrained one it can lock. In (priority descending, ScheduleTime) order, a row is
  * - key-admissible unless it is a Wait row and its key's holders fill the key's slots or a row of its
  *   key is ahead of it (Skip and CancelRunning rows are claimed as before: their mode acts on a full key);
  * - group-admissible unless it declares a total cap, is not Skip / CancelNewest (dropped when full: their
@@ -51,10 +51,13 @@ const asLimit = (sql: SqlClient.SqlClient, text: Statement.Fragment) =>
  *   are live, would all lock the group's first row, and all but one come back empty). Two racing claims
  *   may then both take a row for the last free slot of the group: the gate requeues the one that finds
  *   the group's slots taken, as for any row the claim misjudges.
- * `ids`: the admissible rows; only when there is none, the first group-admissible Wait row of a full key
- * (its gate requeues it, the spec's mechanism, and the lane then skips its key) — unless that row is
- * declared `requeue: false`: such rows wait, unclaimed, for their key to have room. A row of a full
- * group is never taken.
+ * `free`: the unconstrained admissible rows; `held`: the constrained admissible rows, and only when no
+ * row is admissible, the first group-admissible Wait row of a full key (its gate requeues it, the
+ * spec's mechanism, and the lane then skips its key) — unless that row is declared `requeue: false`:
+ * such rows wait, unclaimed, for their key to have room. A row of a full group is never taken. (Two
+ * arrays, so that constrained rows the claim will not take never fill its `limit` ahead of
+ * unconstrained rows of a lower rank: the claim takes its rows in (priority, ScheduleTime) order, as
+ * the memory store's `admit`.)
  */
 export const admissionCtes = (
   sql: SqlClient.SqlClient,
@@ -62,7 +65,7 @@ export const admissionCtes = (
   limit: number,
   notContended: Statement.Fragment,
   excluding: string | undefined
-): { readonly ctes: Statement.Fragment; readonly ids: Statement.Fragment } => {
+): { readonly ctes: Statement.Fragment; readonly free: Statement.Fragment; readonly held: Statement.Fragment } => {
   const due = sql`state IN ('Scheduled', 'Enqueued') AND schedule_time <= now()`
   const key = keyOf(sql)
   const group = sql`(metadata #>> '{policies,concurrency,value,total,group}')`
@@ -113,8 +116,9 @@ export const admissionCtes = (
                   OR (gg.n < coalesce(gg.slots, r.glim) AND (NOT r.key_ok OR row_number() OVER (PARTITION BY r.g, r.key_ok ORDER BY r.priority DESC, r.schedule_time, r.id) <= coalesce(gg.slots, r.glim)))) AS group_ok
           FROM adm_kr r LEFT JOIN adm_g gg ON gg.g = r.g
         )`,
-    ids: sql`ARRAY(
-            (SELECT id FROM adm WHERE key_ok AND group_ok ORDER BY priority DESC, schedule_time, id)
+    free: sql`ARRAY(SELECT id FROM adm WHERE key_ok AND group_ok AND NOT constrained ORDER BY priority DESC, schedule_time, id)`,
+    held: sql`ARRAY(
+            (SELECT id FROM adm WHERE key_ok AND group_ok AND constrained ORDER BY priority DESC, schedule_time, id)
             UNION ALL
             (SELECT id FROM adm WHERE NOT key_ok AND group_ok AND NOT hold AND NOT EXISTS (SELECT 1 FROM adm WHERE key_ok AND group_ok)
              ORDER BY priority DESC, schedule_time, id LIMIT 1))`
@@ -221,16 +225,20 @@ export const claimCtes = (
           ORDER BY lease_until
           LIMIT ${limit}
           FOR UPDATE SKIP LOCKED
-        ), ${admission.ctes}, ready_l AS (
+        ), ${admission.ctes}, ready_free AS (
           SELECT id, state AS prev_state, priority, schedule_time FROM warp_jobs
-          WHERE id = ANY(${admission.ids}) AND ${due} AND ${plain} AND fair_tag IS NULL
-          ORDER BY priority DESC, schedule_time
+          WHERE id = ANY(${admission.free}) AND ${due} AND ${plain} AND fair_tag IS NULL
+          ORDER BY priority DESC, schedule_time, id
           LIMIT ${limit}
           FOR UPDATE SKIP LOCKED
+        ), ready_held AS (
+          SELECT id, state AS prev_state, priority, schedule_time FROM warp_jobs
+          WHERE id = ANY(${admission.held}) AND ${due} AND ${plain} AND fair_tag IS NULL
+          ORDER BY priority DESC, schedule_time, id
+          LIMIT 1
+          FOR UPDATE SKIP LOCKED
         ), ready AS (
-          SELECT l.id, l.prev_state, l.priority, l.schedule_time FROM ready_l l JOIN adm a ON a.id = l.id
-          WHERE NOT a.constrained
-             OR l.id = (SELECT l2.id FROM ready_l l2 JOIN adm a2 ON a2.id = l2.id WHERE a2.constrained ORDER BY l2.priority DESC, l2.schedule_time, l2.id LIMIT 1)
+          SELECT * FROM ready_free UNION ALL SELECT * FROM ready_held
         ), fair AS (
           SELECT id, state AS prev_state, priority, fair_tag FROM warp_jobs
           WHERE ${due} AND fair_tag IS NOT NULL${notContended}
