@@ -201,6 +201,12 @@ export interface JobFilter {
   readonly createdAfter?: Date | undefined
   /** Created before this time. */
   readonly createdBefore?: Date | undefined
+  /**
+   * A priority at least this.
+   *
+   * @since 1.1.0
+   */
+  readonly minPriority?: number | undefined
 }
 
 /**
@@ -411,6 +417,7 @@ export const matchesFilter = (j: Job, f: JobFilter): boolean => {
   if (f.states !== undefined && !f.states.includes(j.state)) return false
   if (f.createdAfter !== undefined && j.createdAt.getTime() < f.createdAfter.getTime()) return false
   if (f.createdBefore !== undefined && j.createdAt.getTime() >= f.createdBefore.getTime()) return false
+  if (f.minPriority !== undefined && !(j.priority >= f.minPriority)) return false
   if (f.keyPrefix !== undefined) {
     const key = concurrencyKeyOf(j.metadata)
     if (key === undefined || !key.startsWith(f.keyPrefix)) return false
