@@ -11,6 +11,8 @@ import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
 import { Concurrency, Contract, Handler, Job, JobParameters, Mutex, Publisher, Worker } from "warp-effect"
 import * as JobId from "../src/internal/job/JobId.js"
+import * as Recurring from "../src/internal/job/Recurring.js"
+import * as Scheduler from "../src/internal/publisher/Scheduler.js"
 import { JobStore } from "../src/internal/store/JobStore.js"
 import { detail, drained, until } from "./support/runtime.js"
 import { workerEnvs } from "./support/env.js"
@@ -89,6 +91,15 @@ for (const [name, env] of workerEnvs) {
           ] as unknown as ReadonlyArray<Handler.JobHandler<any, any, never>>)
         )
       ))
+
+    it.live("a recurring job's firing gets its handler's priority, else its contract's", () =>
+      Effect.gen(function* () {
+        const tick = new Date(Date.UTC(2099, 0, 1))
+        const fired = (contract: Contract.JobContract<string, { readonly i: number }>, id: string) =>
+          Effect.andThen(Scheduler.fire(Recurring.make(id, contract, "0 * * * *", { i: 0 }), tick), priorityOf(Recurring.firingId(id, tick)))
+        expect(yield* fired(Declared, "prio-declared")).toBe(7)
+        expect(yield* fired(Defaulted, "prio-defaulted")).toBe(3)
+      }).pipe(Effect.provide(env([Handler.job(Declared, () => Effect.void, { priority: 7 }), Handler.job(Defaulted, () => Effect.void)]))))
 
     it.live("the creation entry: the spec's texts at priority 0, ` (priority N)` appended otherwise", () =>
       Effect.gen(function* () {
