@@ -25,8 +25,8 @@ const asLimit = (sql: SqlClient.SqlClient, text: Statement.Fragment) =>
 
 /**
  * The admission of the claim's plain rows (due, not fair-share, not Fifo), as common table expressions
- * (`adm_*`), and `free` and `held`, the arrays of the rows the claim may take, in order. A FILTER and ORDER only: the
- * slots stay with the semaphore provider, and a row the claim misjudges (two claims racing for the last
+ * (`adm_*`), and `free` and `held`, the arrays of the rows the claim may take, in order. A FILTER and
+ * ORDER only: the slots stay with the semaphore provider, and a row the claim misjudges (two claims racing for the last
  * slot, an override changed meanwhile) meets the gate as before.
  *
  * The first `limit` + {@link ADMISSION_DEPTH} due plain rows by (priority descending, ScheduleTime) are
@@ -40,7 +40,8 @@ const asLimit = (sql: SqlClient.SqlClient, text: Statement.Fragment) =>
  * lane runs its rows one after another, and a second one would only sit in its batch, counted as a holder
  * while it does not hold a slot, where other lanes could run it (a lane's keyed jobs come one per
  * finalizing statement anyway, see `Lane`'s carried claim); `ready` locks up to `limit` unconstrained
- * admissible rows and the first constrained one it can lock. In (priority descending, ScheduleTime) order, a row is
+ * admissible rows and the first constrained one it can lock. In (priority descending, ScheduleTime)
+ * order, a row is
  * - key-admissible unless it is a Wait row and its key's holders fill the key's slots or a row of its
  *   key is ahead of it (Skip and CancelRunning rows are claimed as before: their mode acts on a full key);
  * - group-admissible unless it declares a total cap, is not Skip / CancelNewest (dropped when full: their
@@ -193,8 +194,7 @@ export const claimCtes = (
         FOR UPDATE SKIP LOCKED`
       : // index-ordered branches instead of one OR: expired leases, then the due rows of Fifo keys
         // whose turn it is and the other due rows, merged by (priority descending, ScheduleTime, branch).
-        // Each walks its partial
-        // index and stops at `limit`, where an OR scanned and sorted the table. Rows of keys the
+        // Each walks its partial index and stops at `limit`, where an OR scanned and sorted the table. Rows of keys the
         // fiber just found full are left to other fibers (Fifo rows wait for their turn anyway).
         //
         // Admission (see `admissionCtes`): `ready` takes the plain rows whose key and group have a free
@@ -204,8 +204,7 @@ export const claimCtes = (
         // tag order (`warp_jobs_fair_due`), `fair_at` the smallest ScheduleTimes of the due fair rows
         // (`warp_jobs_fair_time`), and the k-th fair row by tag is merged at (its own priority, the k-th
         // of those times). So at equal priority the fair rows, as a class, compete with the other rows
-        // (which keep (priority, ScheduleTime) order, `ready`
-        // walking `warp_jobs_due_unfair`) by the ScheduleTimes of the class's oldest due rows, and inside
+        // (which keep (priority, ScheduleTime) order, `ready` walking `warp_jobs_due_unfair`) by the ScheduleTimes of the class's oldest due rows, and inside
         // the class the order is by tag: another row is claimed once it is older than every due fair row
         // left; on ties of time the other rows go first (see `JobStore.fairMerge`).
         //
