@@ -186,6 +186,42 @@ for (const [name, makeLayer] of stores) {
         expect((yield* detail(plain.id)).job.priority).toBe(0)
         expect((yield* detail(plain.id)).logs[0]!.message).toBe("Enqueued")
       }).pipe(Effect.provide(makeLayer())))
+
+    it.live("weighted rows: the class competes by each row's priority; inside a key, tag order decides which rows a claim considers", () =>
+      Effect.gen(function* () {
+        const store = yield* JobStore
+        const lease = Duration.seconds(30)
+        const t = Date.now()
+        const row = (priority: number, ago: number, weight?: number): Job.NewJob => ({
+          id: JobId.make(),
+          type: "T",
+          handler: null,
+          payload: {},
+          state: "Enqueued",
+          scheduleTime: new Date(t - ago),
+          metadata: weight === undefined ? { policies: {} } : { policies: { concurrency: { source: "enqueue", value: { key: "flow", limit: 100, mode: "Wait", weight } } } },
+          priority
+        })
+        // one weighted key: f1 (tag 1, priority 0), then f2 (tag 2, priority 9); a keyless row at priority 5
+        const f1 = row(0, 3000, 1)
+        const f2 = row(9, 2000, 1)
+        const p = row(5, 1000)
+        yield* store.insert([f1])
+        yield* store.insert([f2])
+        yield* store.insert([p])
+        // a claim of 2 considers f1 and f2 (the first 2 by tag) and p: by priority, f2 then p
+        expect((yield* store.fetch("w", 2, lease)).map((j) => j.id)).toEqual([f2.id, p.id])
+        expect((yield* store.fetch("w", 2, lease)).map((j) => j.id)).toEqual([f1.id])
+        // a claim of 1 considers f1 only of the key (tag order wins): the keyless row of priority 5 goes first
+        const g1 = row(0, 3000, 1)
+        const g2 = row(9, 2000, 1)
+        const q = row(5, 1000)
+        yield* store.insert([g1])
+        yield* store.insert([g2])
+        yield* store.insert([q])
+        const one = yield* Effect.forEach([1, 2, 3], () => Effect.map(store.fetch("w", 1, lease), (got) => got.map((j) => j.id)))
+        expect(one.flat()).toEqual([q.id, g1.id, g2.id])
+      }).pipe(Effect.provide(makeLayer())))
   })
 }
 
