@@ -668,6 +668,33 @@ describe("search and filters", () => {
     expect([...jobLinks(first), ...jobLinks(second)].sort()).toEqual([...a, ...b].sort())
   })
 
+  it("filters by priority (at least N), shows it in the list and on the job page, and carries it in links and bulk actions", async () => {
+    const low = await jobsIn("OpsPriority", 2, "Enqueued", { priority: -3 })
+    const mid = await jobsIn("OpsPriority", 2, "Enqueued", { priority: 5 })
+    const high = await jobsIn("OpsPriority", 1, "Failed", { priority: 32767 })
+    const ids = async (base: string, query: string) => jobLinks(await (await get(`${base}/jobs?${query}`)).text())
+    expect((await ids(admin.url, "type=OpsPriority&priority=5")).sort()).toEqual([...mid, ...high].sort())
+    expect((await ids(admin.url, "type=OpsPriority&priority=6")).sort()).toEqual(high)
+    expect((await ids(admin.url, "type=OpsPriority&priority=-3")).sort()).toEqual([...low, ...mid, ...high].sort())
+    expect((await ids(admin.url, "type=OpsPriority&priority=%2B5&state=Enqueued")).sort()).toEqual([...mid].sort())
+    expect(await ids(admin.url, "type=OpsPriority&priority=32767&state=Enqueued")).toEqual([])
+    const list = await (await get(`${admin.url}/jobs?type=OpsPriority&priority=5`, adminHeader)).text()
+    expect(list).toContain('<th class="num">Priority</th>')
+    expect(list).toContain('<td class="num" data-label="Priority">32767</td>')
+    expect(list).toContain('name="priority" value="5"')
+    expect(list).toContain('href="/warp/jobs?type=OpsPriority&amp;state=Failed&amp;priority=5"') // the tabs keep it
+    expect(list).toContain('href="/warp/bulk?type=OpsPriority&amp;priority=5&amp;action=retry"')
+    const bulk = await (await get(`${admin.url}/bulk?type=OpsPriority&priority=5&action=retry`, adminHeader)).text()
+    expect(bulk).toContain("type is &quot;OpsPriority&quot; · priority is 5 or higher")
+    expect(await (await get(`${admin.url}/jobs/${low[0]}`)).text()).toContain('<dd data-testid="priority">-3</dd>')
+    // the memory store filters alike
+    const row = (priority: number) => ({ ...probe("OpsPriorityMem", {}), priority })
+    const rows = [row(0), row(2), row(9)]
+    await bare.run(Effect.flatMap(F.JobStoreTag, (st) => st.insert(rows)))
+    expect((await ids(withoutAddon.url, "type=OpsPriorityMem&priority=2")).sort()).toEqual([rows[1]!.id, rows[2]!.id].sort())
+    expect(await (await get(`${withoutAddon.url}/jobs/${rows[2]!.id}`)).text()).toContain('<dd data-testid="priority">9</dd>')
+  })
+
   it("answers 400 with a clear message for a bad filter or page, never 500", async () => {
     const cases: ReadonlyArray<[string, RegExp]> = [
       ["state=Nope", /There is no job state called &quot;Nope&quot;/],
@@ -680,7 +707,10 @@ describe("search and filters", () => {
       ["page=0", /The page must be a whole number from 1/],
       ["page=-1", /The page must be a whole number from 1/],
       ["page=99999999999", /The page must be a whole number from 1/],
-      ["type=a&type=b", /given more than once/]
+      ["type=a&type=b", /given more than once/],
+      ["priority=high", /Priority must be a whole number from -32768 to 32767, got &quot;high&quot;/],
+      ["priority=1.5", /Priority must be a whole number/],
+      ["priority=40000", /Priority must be a whole number/]
     ]
     for (const [query, text] of cases) {
       const response = await get(`${admin.url}/jobs?${query}`)

@@ -92,7 +92,8 @@ describe("times", () => {
         createdAt: t(0),
         updatedAt: t(updated),
         lockedBy: null,
-        leaseUntil: null
+        leaseUntil: null,
+        priority: 0
       })
     const log = (s: number, kind: JobLog["kind"]): JobLog => ({ jobId: "j", at: t(s), kind, message: "" })
     const logs = [log(0, "Enqueued"), log(4, "Processing"), log(6, "Requeued"), log(10, "Processing"), log(13, "Succeeded")]

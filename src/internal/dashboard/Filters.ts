@@ -26,6 +26,12 @@ export interface Filters {
   readonly state?: JobState | undefined
   readonly after?: Date | undefined
   readonly before?: Date | undefined
+  /**
+   * Jobs of this priority or higher.
+   *
+   * @since 1.1.0
+   */
+  readonly priority?: number | undefined
 }
 
 /** A text field: at most {@link MAX_FIELD_LENGTH} characters, storable (no NUL, no unpaired surrogate). */
@@ -62,6 +68,22 @@ const Time = (label: string) =>
     )
   )
 
+/** A priority: a whole number in [-32768, 32767]. */
+const Priority = Schema.String.pipe(
+  Schema.decodeTo(
+    Schema.Number,
+    SchemaTransformation.transformEffect({
+      decode: (s: string) => {
+        const n = Number(s)
+        return /^[+-]?\d{1,6}$/.test(s) && n >= -32768 && n <= 32767
+          ? Effect.succeed(n)
+          : Effect.fail(new SchemaIssue.InvalidValue({ message: `Priority must be a whole number from -32768 to 32767, got "${s.slice(0, 40)}"` }, s))
+      },
+      encode: (n: number) => Effect.succeed(String(n))
+    })
+  )
+)
+
 const Query = Schema.Struct({
   id: Schema.optional(Text("Id")),
   key: Schema.optional(Text("Key")),
@@ -74,7 +96,8 @@ const Query = Schema.Struct({
     )
   ),
   after: Schema.optional(Time("Created after")),
-  before: Schema.optional(Time("Created before"))
+  before: Schema.optional(Time("Created before")),
+  priority: Schema.optional(Priority)
 })
 
 const decode = Schema.decodeUnknownResult(Query)
@@ -82,7 +105,7 @@ const decode = Schema.decodeUnknownResult(Query)
 const formatIssue = SchemaIssue.makeFormatterStandardSchemaV1()
 
 /** The filter fields' names, in link order. */
-export const names = ["id", "key", "type", "state", "after", "before"] as const
+export const names = ["id", "key", "type", "state", "after", "before", "priority"] as const
 
 /**
  * Reads the filters from query parameters (an empty field means "not filtered"). Left: what is
@@ -106,7 +129,8 @@ export const parse = (params: Readonly<Record<string, string | ReadonlyArray<str
       type: q.type,
       state: q.state as JobState | undefined,
       after: q.after,
-      before: q.before
+      before: q.before,
+      priority: q.priority
     })
   })
 }
@@ -118,7 +142,8 @@ export const toStore = (f: Filters): JobFilter => ({
   type: f.type,
   state: f.state,
   createdAfter: f.after,
-  createdBefore: f.before
+  createdBefore: f.before,
+  minPriority: f.priority
 })
 
 /** Whether any filter is set. */
@@ -139,6 +164,7 @@ export const toParams = (f: Filters, extra: Record<string, string> = {}): URLSea
   if (f.state !== undefined) q.set("state", f.state)
   if (f.after !== undefined) q.set("after", formatTime(f.after))
   if (f.before !== undefined) q.set("before", formatTime(f.before))
+  if (f.priority !== undefined) q.set("priority", String(f.priority))
   for (const [k, v] of Object.entries(extra)) q.set(k, v)
   return q
 }
@@ -159,5 +185,6 @@ export const describe = (f: Filters): string => {
   if (f.state !== undefined) parts.push(`state is ${f.state}`)
   if (f.after !== undefined) parts.push(`created at or after ${formatTime(f.after)} UTC`)
   if (f.before !== undefined) parts.push(`created before ${formatTime(f.before)} UTC`)
+  if (f.priority !== undefined) parts.push(`priority is ${f.priority} or higher`)
   return parts.length === 0 ? "every job (no filter)" : parts.join(" · ")
 }

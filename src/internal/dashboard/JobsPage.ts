@@ -37,7 +37,7 @@ export const pagerText = (page: number, pageSize: number, total: number): string
   return `${from}–${to} of ${total} · page ${page} of ${pages}`
 }
 
-/** The filter form: id (exact), key (prefix), type, state, created after/before; a GET, so the URL carries it. */
+/** The filter form: id (exact), key (prefix), type, state, created after/before, priority (at least); a GET, so the URL carries it. */
 const filterForm = (frame: Frame, f: Filters.Filters): Html => {
   const value = (v: string | undefined) => v ?? ""
   return html`<form class="filters card" method="get" action="${frame.prefix}/jobs" role="search" aria-label="Filter jobs">
@@ -49,6 +49,7 @@ const filterForm = (frame: Frame, f: Filters.Filters): Html => {
   )}</select></label>
 <label>Created after<input type="text" name="after" value="${f.after === undefined ? "" : Filters.formatTime(f.after)}" placeholder="2026-12-05T10:30"></label>
 <label>Created before<input type="text" name="before" value="${f.before === undefined ? "" : Filters.formatTime(f.before)}" placeholder="UTC"></label>
+<label>Priority at least<input type="text" inputmode="numeric" name="priority" value="${f.priority === undefined ? "" : String(f.priority)}" placeholder="e.g. 5"></label>
 <div class="buttons"><button type="submit">Search</button>${Filters.isFiltered(f) ? html`<a href="${frame.prefix}/jobs">Clear</a>` : ""}</div></form>`
 }
 
@@ -66,7 +67,7 @@ export const render = (frame: Frame, v: JobsView): Html => {
     html`<a href="${Filters.href(frame.prefix, { ...v.filters, state })}"${raw(state === v.filters.state ? ' class="active" aria-current="page"' : "")}>${label}<span class="n">${n}</span></a>`
   const pages = Math.max(1, Math.ceil(v.total / v.pageSize))
   const rows = v.rows.map(
-    (j) => html`<tr><td class="mono clip" data-label="Id"><a href="${frame.prefix}/jobs/${encodeURIComponent(j.id)}" title="${j.id}">${j.id}</a></td><td class="wrap" data-label="Type">${j.type}${j.handler === null ? "" : html` <span class="muted">→ ${j.handler}</span>`}</td><td data-label="State">${badge(j.state)}</td><td class="num" data-label="Attempts">${j.attempt}</td><td class="nowrap" data-label="Scheduled for">${when(j.scheduleTime, v.now)}</td><td class="nowrap" data-label="Created">${when(j.createdAt, v.now)}</td><td class="nowrap" data-label="Updated">${when(j.updatedAt, v.now)}</td></tr>`
+    (j) => html`<tr><td class="mono clip" data-label="Id"><a href="${frame.prefix}/jobs/${encodeURIComponent(j.id)}" title="${j.id}">${j.id}</a></td><td class="wrap" data-label="Type">${j.type}${j.handler === null ? "" : html` <span class="muted">→ ${j.handler}</span>`}</td><td data-label="State">${badge(j.state)}</td><td class="num" data-label="Priority">${j.priority}</td><td class="num" data-label="Attempts">${j.attempt}</td><td class="nowrap" data-label="Scheduled for">${when(j.scheduleTime, v.now)}</td><td class="nowrap" data-label="Created">${when(j.createdAt, v.now)}</td><td class="nowrap" data-label="Updated">${when(j.updatedAt, v.now)}</td></tr>`
   )
   const prev =
     v.page > 1 ? html`<a href="${Filters.href(frame.prefix, v.filters, Math.min(v.page - 1, pages))}" rel="prev">← Newer</a>` : html`<span class="off">← Newer</span>`
@@ -86,7 +87,7 @@ ${v.rows.length === 0
   ? html`<div class="card muted">${beyond
       ? html`No jobs on page ${v.page}: the last page is ${pages}. <a href="${Filters.href(frame.prefix, v.filters, pages)}">Go to page ${pages}</a>.`
       : html`No ${v.filters.state === undefined ? "" : `${v.filters.state.toLowerCase()} `}jobs${filtered ? " match these filters" : ""}.`}</div>`
-  : html`<table class="stack"><thead><tr><th>Id</th><th>Type</th><th>State</th><th class="num">Attempts</th><th>Scheduled for</th><th>Created</th><th>Updated</th></tr></thead><tbody>${rows}</tbody></table>`}
+  : html`<table class="stack"><thead><tr><th>Id</th><th>Type</th><th>State</th><th class="num">Priority</th><th class="num">Attempts</th><th>Scheduled for</th><th>Created</th><th>Updated</th></tr></thead><tbody>${rows}</tbody></table>`}
 <div class="pager">${prev}<span data-testid="pager">${pagerText(v.page, v.pageSize, v.total)}</span>${next}</div>`
   )
 }

@@ -264,6 +264,7 @@ ${families.length === 0
 ${flashBanner(v.flash)}${v.actions ?? ""}
 <div class="grid2"><div class="card"><dl class="facts">
 <dt>Type</dt><dd>${j.type}</dd><dt>Handler</dt><dd>${j.handler ?? "—"}</dd><dt>State</dt><dd>${j.state}</dd>
+<dt>Priority</dt><dd data-testid="priority">${j.priority}</dd>
 <dt>Attempts</dt><dd>${j.attempt}</dd><dt>Scheduled for</dt><dd>${when(j.scheduleTime, now)}</dd><dt>Created</dt><dd>${when(j.createdAt, now)}</dd>
 <dt>Updated</dt><dd>${when(j.updatedAt, now)}</dd><dt>Claimed by</dt><dd>${j.lockedBy ?? "—"}${j.leaseUntil === null ? "" : html` until ${when(j.leaseUntil, now)}`}</dd>
 <dt>Queued</dt><dd data-testid="queued">${duration(d.queued)}</dd><dt>Running</dt><dd data-testid="running">${d.running === undefined ? "—" : duration(d.running)}</dd><dt>Total</dt><dd data-testid="total">${duration(d.total)}</dd>

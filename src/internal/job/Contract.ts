@@ -9,6 +9,7 @@ import * as Describe from "../error/Describe.js"
 import * as InvalidArgument from "../error/InvalidArgument.js"
 import * as Declaration from "../policy/Declaration.js"
 import type { Policies } from "../policy/PolicyFamily.js"
+import * as Priority from "./Priority.js"
 import * as Retention from "./Retention.js"
 
 /** Options of a contract. A contract may carry any declaration, including a `Total` timeout. */
@@ -19,6 +20,14 @@ export interface ContractOptions {
    * names (see `Retention.RetentionOverride`); checked at construction (`InvalidArgument`).
    */
   readonly retention?: Retention.RetentionOverride | undefined
+  /**
+   * The default priority of this type's jobs: an integer in [-32768, 32767], higher runs first (a
+   * registered handler's `priority` and `JobParameters.withPriority` win over it); checked at
+   * construction (`InvalidArgument`).
+   *
+   * @since 1.1.0
+   */
+  readonly priority?: number | undefined
 }
 
 interface ContractBase<Tag extends string, Name extends string, A, I> {
@@ -29,6 +38,8 @@ interface ContractBase<Tag extends string, Name extends string, A, I> {
   readonly policies: Policies
   /** The retention override of this type's finished jobs, if any. */
   readonly retention?: Retention.RetentionOverride | undefined
+  /** The declared default priority of this type's jobs, if any. */
+  readonly priority?: number | undefined
 }
 
 /** A job type: enqueued, run by exactly one handler. */
@@ -64,8 +75,8 @@ const checkName = (entry: string, name: string): void => {
 
 /**
  * Declares a job contract. Throws `InvalidPolicy` when its policy list is invalid, and
- * `InvalidArgument` when `name` is empty or cannot be stored (a NUL, an unpaired surrogate), or its
- * `retention` cannot be honoured.
+ * `InvalidArgument` when `name` is empty or cannot be stored (a NUL, an unpaired surrogate), its
+ * `retention` cannot be honoured, or its `priority` is not an integer in [-32768, 32767].
  *
  * @example
  * const SendEmail = Contract.job("SendEmail", Schema.Struct({ to: Schema.String }))
@@ -76,7 +87,14 @@ export const job = <const Name extends string, A, I>(
   options?: ContractOptions
 ): JobContract<Name, A, I> => {
   checkName("Contract.job", name)
-  return { _tag: "JobContract", name, schema, policies: policiesOf(`contract '${name}'`, options), ...retentionOf(`Contract.job(${name})`, options) }
+  return {
+    _tag: "JobContract",
+    name,
+    schema,
+    policies: policiesOf(`contract '${name}'`, options),
+    ...retentionOf(`Contract.job(${name})`, options),
+    ...Priority.declared(`Contract.job(${name})`, options?.priority)
+  }
 }
 
 /** Declares a message contract. Throws `InvalidPolicy` when its policy list is invalid. */
@@ -86,7 +104,14 @@ export const message = <const Name extends string, A, I>(
   options?: ContractOptions
 ): MessageContract<Name, A, I> => {
   checkName("Contract.message", name)
-  return { _tag: "MessageContract", name, schema, policies: policiesOf(`contract '${name}'`, options), ...retentionOf(`Contract.message(${name})`, options) }
+  return {
+    _tag: "MessageContract",
+    name,
+    schema,
+    policies: policiesOf(`contract '${name}'`, options),
+    ...retentionOf(`Contract.message(${name})`, options),
+    ...Priority.declared(`Contract.message(${name})`, options?.priority)
+  }
 }
 
 /** Declares an in-memory request contract (no options: a request has no policy). */

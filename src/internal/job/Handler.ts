@@ -15,6 +15,7 @@ import * as InvalidArgument from "../error/InvalidArgument.js"
 import * as Declaration from "../policy/Declaration.js"
 import type { Policies } from "../policy/PolicyFamily.js"
 import type { JobContract, MessageContract, RequestContract } from "./Contract.js"
+import * as Priority from "./Priority.js"
 
 /** The concurrency slot an attempt holds: its key, its index and the provider's fencing token. */
 export interface SlotInfo {
@@ -39,6 +40,15 @@ export interface AttemptInfo {
 /** Options of job and message handlers. `Total` timeouts are not accepted here. */
 export interface HandlerOptions {
   readonly policy?: ReadonlyArray<Declaration.HandlerDeclaration>
+  /**
+   * The default priority of the jobs this handler runs: an integer in [-32768, 32767], higher runs
+   * first. It wins over the contract's and loses to `JobParameters.withPriority`, and is read at
+   * publish from the handler registered in the publishing process (a process that publishes without
+   * registering the handler uses the contract's). Checked at construction (`InvalidArgument`).
+   *
+   * @since 1.1.0
+   */
+  readonly priority?: number | undefined
 }
 
 /** Runs one job of contract `C`. */
@@ -47,6 +57,8 @@ export interface JobHandler<A = any, E = any, R = any> {
   readonly contract: JobContract<string, A>
   readonly name: string
   readonly policies: Policies
+  /** The declared default priority of its jobs, if any (see `HandlerOptions.priority`). */
+  readonly priority?: number | undefined
   readonly run: (payload: A, attempt: AttemptInfo) => Effect.Effect<void, E, R>
 }
 
@@ -56,6 +68,8 @@ export interface MessageHandler<A = any, E = any, R = any> {
   readonly contract: MessageContract<string, A>
   readonly name: string
   readonly policies: Policies
+  /** The declared default priority of its jobs, if any (see `HandlerOptions.priority`). */
+  readonly priority?: number | undefined
   readonly run: (payload: A, attempt: AttemptInfo) => Effect.Effect<void, E, R>
 }
 
@@ -103,6 +117,7 @@ export const job = <A, E, R>(
   contract,
   name: contract.name,
   policies: policiesOf(`handler of '${contract.name}'`, options),
+  ...Priority.declared(`Handler.job(${contract.name})`, options?.priority),
   run
 })
 
@@ -123,6 +138,7 @@ export const message = <A, E, R>(
     contract,
     name,
     policies: policiesOf(`handler '${name}' of '${contract.name}'`, options),
+    ...Priority.declared(`Handler.message(${contract.name}, ${name})`, options?.priority),
     run
   }
 }

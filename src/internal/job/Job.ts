@@ -37,7 +37,14 @@ export class Job extends Schema.Class<Job>("Job")({
    * The fair-share tag of a row whose concurrency policy carries a weight (see `JobStoreService.fetch`):
    * weighted rows are claimed in tag order. Absent on other rows.
    */
-  fairTag: Schema.optional(Schema.Number)
+  fairTag: Schema.optional(Schema.Number),
+  /**
+   * The job's priority, resolved at publish (enqueue > handler > contract > 0): among due rows the
+   * claim takes higher priorities first (see `JobStoreService.fetch`).
+   *
+   * @since 1.1.0
+   */
+  priority: Schema.Number
 }) {}
 
 /** A row to insert at publish. */
@@ -49,6 +56,12 @@ export interface NewJob {
   readonly state: "Enqueued" | "Scheduled"
   readonly scheduleTime: Date
   readonly metadata: unknown
+  /**
+   * The job's priority (an integer in [-32768, 32767], higher runs first); default 0.
+   *
+   * @since 1.1.0
+   */
+  readonly priority?: number | undefined
 }
 
 /** One audit-log entry. */

@@ -7,6 +7,8 @@
 import * as Duration from "effect/Duration"
 import * as Result from "effect/Result"
 import type { ConcurrencyDraft } from "../concurrency/Concurrency.js"
+import type { InvalidArgument } from "../error/InvalidArgument.js"
+import * as Priority from "../job/Priority.js"
 import * as Declaration from "../policy/Declaration.js"
 import { InvalidPolicy } from "../policy/InvalidPolicy.js"
 import type { FamilyName } from "../policy/PolicyFamily.js"
@@ -45,13 +47,19 @@ export interface ConcurrencyParameterOptions {
 const splitOptions = (o: TotalCap | ConcurrencyParameterOptions | undefined): ConcurrencyParameterOptions =>
   o === undefined ? {} : typeof o === "object" && o !== null && ("group" in o || "limit" in o) ? { total: o as TotalCap } : (o as ConcurrencyParameterOptions)
 
-/** Explicit enqueue-time metadata: one declaration per family, or the first invalid input. */
+/** Explicit enqueue-time metadata: one declaration per family, a priority, or the first invalid input. */
 export class JobParameters {
   private constructor(
     /** The explicit entries, by family. */
     readonly entries: ReadonlyMap<FamilyName, Declaration.Declaration>,
     /** The first invalid input given to the builder; `Publisher` fails with it. */
-    readonly error: InvalidPolicy | undefined
+    readonly error: InvalidPolicy | InvalidArgument | undefined,
+    /**
+     * The explicit priority (`withPriority`), if any: it wins over the handler's and the contract's.
+     *
+     * @since 1.1.0
+     */
+    readonly priority?: number | undefined
   ) {}
 
   /** Parameters with nothing set. */
@@ -61,10 +69,23 @@ export class JobParameters {
 
   private with(d: Result.Result<Declaration.Declaration, InvalidPolicy>): JobParameters {
     if (this.error !== undefined) return this
-    if (Result.isFailure(d)) return new JobParameters(this.entries, d.failure)
+    if (Result.isFailure(d)) return new JobParameters(this.entries, d.failure, this.priority)
     const next = new Map(this.entries)
     next.set(d.success.family, d.success)
-    return new JobParameters(next, undefined)
+    return new JobParameters(next, undefined, this.priority)
+  }
+
+  /**
+   * The job's priority: an integer in [-32768, 32767]; higher runs first (default 0, or the handler's
+   * or contract's `priority`). Anything else is the builder's first invalid input, an `InvalidArgument`
+   * naming `priority`.
+   *
+   * @since 1.1.0
+   */
+  withPriority(priority: number): JobParameters {
+    if (this.error !== undefined) return this
+    const e = Priority.check("JobParameters.withPriority", priority)
+    return new JobParameters(this.entries, e, e === undefined ? priority : this.priority)
   }
 
   /**

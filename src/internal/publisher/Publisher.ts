@@ -141,6 +141,17 @@ export const fifoCarry = (
 }
 
 /**
+ * A job's priority, resolved at publish (the row's claim orders by it): the enqueue's
+ * (`JobParameters.withPriority`) > the handler this process has registered for the row > the
+ * contract's > 0. Saga, stream and request handlers declare none.
+ */
+export const priorityOf = (contract: JobContract | MessageContract, params: JobParameters, handler: AnyHandler | undefined): number =>
+  params.priority ??
+  (handler !== undefined && (handler._tag === "JobHandler" || handler._tag === "MessageHandler") ? handler.priority : undefined) ??
+  contract.priority ??
+  0
+
+/**
  * The metadata stored at publish: explicit entries, a contract `Total` timeout's deadline, and (when no
  * concurrency entry is explicit) a Fifo-mode or weighted concurrency policy of `handler` or the contract.
  */
@@ -256,6 +267,7 @@ export const make = Effect.gen(function* () {
       const now = new Date(yield* Clock.currentTimeMillis)
       const id = JobId.make()
       const scheduled = at !== undefined && at.getTime() > now.getTime()
+      const handler = Option.getOrUndefined(registry.lookup(contract.name, null))?.handler
       yield* store.insert([
         {
           id,
@@ -264,9 +276,8 @@ export const make = Effect.gen(function* () {
           payload: encoded,
           state: scheduled ? "Scheduled" : "Enqueued",
           scheduleTime: scheduled ? at : now,
-          metadata: JobMetadata.encode(
-            publishMetadata(contract, params, now, Option.getOrUndefined(registry.lookup(contract.name, null))?.handler)
-          )
+          metadata: JobMetadata.encode(publishMetadata(contract, params, now, handler)),
+          priority: priorityOf(contract, params, handler)
         }
       ])
       return id
@@ -292,7 +303,8 @@ export const make = Effect.gen(function* () {
         )
       }
       const now = new Date(yield* Clock.currentTimeMillis)
-      const metadata = metadataOf(contract, now, Option.getOrUndefined(registry.lookup(contract.name, null))?.handler)
+      const handler = Option.getOrUndefined(registry.lookup(contract.name, null))?.handler
+      const metadata = metadataOf(contract, now, handler)
       const rows = items.map((item, i) => {
         const when = dates[i]
         const scheduled = when !== undefined && when.getTime() > now.getTime()
@@ -303,7 +315,8 @@ export const make = Effect.gen(function* () {
           payload: item.encoded,
           state: scheduled ? ("Scheduled" as const) : ("Enqueued" as const),
           scheduleTime: scheduled ? when : now,
-          metadata: metadata(item.params)
+          metadata: metadata(item.params),
+          priority: priorityOf(contract, item.params, handler)
         }
       })
       yield* store.insert(rows)
@@ -327,7 +340,8 @@ export const make = Effect.gen(function* () {
           payload: encoded,
           state: "Enqueued" as const,
           scheduleTime: now,
-          metadata: JobMetadata.encode(publishMetadata(contract, params, now, r.handler))
+          metadata: JobMetadata.encode(publishMetadata(contract, params, now, r.handler)),
+          priority: priorityOf(contract, params, r.handler)
         }))
         yield* store.insert(rows)
         return rows.map((r) => r.id)
@@ -340,7 +354,9 @@ export const make = Effect.gen(function* () {
       Effect.gen(function* () {
         const items = yield* checkBatch("Publisher.publishMany", contract, Array.from(payloads), params)
         const now = new Date(yield* Clock.currentTimeMillis)
-        const handlers = registry.messageHandlers(contract.name).map((r) => ({ name: r.handler.name, metadata: metadataOf(contract, now, r.handler) }))
+        const handlers = registry
+          .messageHandlers(contract.name)
+          .map((r) => ({ name: r.handler.name, handler: r.handler, metadata: metadataOf(contract, now, r.handler) }))
         const children = items.map((item) =>
           handlers.map((h) => ({
             id: JobId.make(),
@@ -349,7 +365,8 @@ export const make = Effect.gen(function* () {
             payload: item.encoded,
             state: "Enqueued" as const,
             scheduleTime: now,
-            metadata: h.metadata(item.params)
+            metadata: h.metadata(item.params),
+            priority: priorityOf(contract, item.params, h.handler)
           }))
         )
         yield* store.insert(children.flat())

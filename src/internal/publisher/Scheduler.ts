@@ -24,13 +24,15 @@ import type { StoreError } from "../store/StoreError.js"
 import type { InvalidArgument } from "../error/InvalidArgument.js"
 import type { InvalidPayload } from "../job/errors.js"
 import * as PayloadCodec from "../job/PayloadCodec.js"
-import { fifoCarry } from "./Publisher.js"
+import { JobParameters } from "./JobParameters.js"
+import { fifoCarry, priorityOf } from "./Publisher.js"
 import * as Recurring from "../job/Recurring.js"
 import { Registry } from "../job/Registry.js"
 
 /**
  * Fires one tick of `recurring`: inserts its row (Enqueued, ScheduleTime = tick, empty metadata but
- * for a Fifo-mode concurrency policy of the handler registered in this process, or of the contract).
+ * for a Fifo-mode concurrency policy of the handler registered in this process, or of the contract;
+ * the priority of that handler, else of the contract).
  * Returns false when that firing already exists (another scheduler fired it).
  */
 export const fire = (
@@ -55,7 +57,9 @@ export const fire = (
           payload,
           state: "Enqueued",
           scheduleTime: tick,
-          metadata: JobMetadata.encode(fifo === undefined ? JobMetadata.JobMetadata.empty : JobMetadata.fromEntries({ concurrency: fifo }))
+          metadata: JobMetadata.encode(fifo === undefined ? JobMetadata.JobMetadata.empty : JobMetadata.fromEntries({ concurrency: fifo })),
+          // the handler's priority, else the contract's, as the publisher resolves it
+          priority: priorityOf(recurring.contract, JobParameters.make(), handler)
         }
       ])
       .pipe(

@@ -182,7 +182,7 @@ export interface FusedRelease {
    * The release for a statement that also claims rows (`claimed`: a relation of the claimed rows with
    * their `metadata`, `schedule_time`, `id`, `admin_key` and `admin_slots`), in place of `statement`:
    * the common table expressions `ctes` free this slot and take, on the same connection, a slot for
-   * the first claimed row (by ScheduleTime, id) whose key is in mode Wait without a total cap, at its
+   * the first claimed row (by priority descending, ScheduleTime, id: the order its lane runs them) whose key is in mode Wait without a total cap, at its
    * limit (the admin override read by the claim, else the row's); `columns` is a one-row relation for
    * the statement's `FROM` (`released` and the slot taken, if any). Run the statement with `run`: a
    * slot it took is handed to the next `tryAcquire` of that name in this process whose limit covers

@@ -576,7 +576,7 @@ export const make = (options: PgProviderOptions = {}): Effect.Effect<SemaphorePr
                                   WHEN ${lim} ~ '^[1-9][0-9]{0,3}$' THEN ${lim}::int END AS lim) l
   WHERE (c.metadata #>> '{policies,concurrency,value,mode}') = 'Wait' AND (c.metadata #> '{policies,concurrency,value,total}') IS NULL
     AND ${key} IS NOT NULL AND l.lim BETWEEN 1 AND ${SCAN_ALL}
-  ORDER BY c.schedule_time, c.id
+  ORDER BY c.priority DESC, c.schedule_time, c.id
   LIMIT 1
 ), guards AS MATERIALIZED (
   SELECT count(pg_advisory_xact_lock(x.k1, x.k2)) AS n FROM (

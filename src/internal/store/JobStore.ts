@@ -201,6 +201,12 @@ export interface JobFilter {
   readonly createdAfter?: Date | undefined
   /** Created before this time. */
   readonly createdBefore?: Date | undefined
+  /**
+   * A priority at least this.
+   *
+   * @since 1.1.0
+   */
+  readonly minPriority?: number | undefined
 }
 
 /**
@@ -258,7 +264,14 @@ export interface JobStoreService {
    * Fair share: a row whose concurrency policy carries a weight (see {@link fairOf}) gets a tag at insert
    * (see {@link fairTagOf}) and a new one at the back of its flow when it is requeued (not when the
    * requeue keeps its place or its tag, see {@link retagsOn}). Due fair rows are claimed in tag order, merged with the other rows as
-   * {@link fairMerge} says: the other rows keep ScheduleTime order.
+   * {@link fairMerge} says: the other rows keep (priority, ScheduleTime) order.
+   *
+   * Priority: due rows are claimed by (priority descending, ScheduleTime, id) — the plain rows through
+   * the admission in that order, the Fifo row (at most one) by its own priority (it never reorders its
+   * key's line), the fair rows as {@link fairMerge} says. A claim of `limit` rows leaves no due keyless
+   * plain row unclaimed while it claims a row of a lower priority, as long as fewer than `limit` +
+   * {@link ADMISSION_DEPTH} plain rows rank ahead of it (expired leases are recovered first, whatever
+   * their priority).
    */
   readonly fetch: (
     workerId: string,
@@ -404,6 +417,7 @@ export const matchesFilter = (j: Job, f: JobFilter): boolean => {
   if (f.states !== undefined && !f.states.includes(j.state)) return false
   if (f.createdAfter !== undefined && j.createdAt.getTime() < f.createdAfter.getTime()) return false
   if (f.createdBefore !== undefined && j.createdAt.getTime() >= f.createdBefore.getTime()) return false
+  if (f.minPriority !== undefined && !(j.priority >= f.minPriority)) return false
   if (f.keyPrefix !== undefined) {
     const key = concurrencyKeyOf(j.metadata)
     if (key === undefined || !key.startsWith(f.keyPrefix)) return false
@@ -496,41 +510,51 @@ const byTimeThenId = (a: Job, b: Job) => a.scheduleTime.getTime() - b.scheduleTi
 const byTagThenId = (a: Job, b: Job) => a.fairTag! - b.fairTag! || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0)
 
 /**
+ * The claim's order of due rows: priority (higher first), then ScheduleTime, then id.
+ *
+ * @since 1.1.0
+ */
+export const byClaim = (a: Job, b: Job): number => b.priority - a.priority || byTimeThenId(a, b)
+
+/**
  * Orders a fetch's claimed rows for the worker, which runs one fiber's batch in order: the Fifo-mode row
  * first (a fetch claims at most one, so that it starts at once: a Fifo row waiting in a batch behind
- * other work would let later jobs of its key overtake it), then the others by (ScheduleTime, id) — the
- * positions the fair-share rows take in that order are then refilled with the fair-share rows in tag
- * order (the same merge as the claim's, see `JobStoreService.fetch`).
+ * other work would let later jobs of its key overtake it), then the others by (priority descending,
+ * ScheduleTime, id) — the positions the fair-share rows take in that order are then refilled with the
+ * fair-share rows by (priority descending, tag), so each keeps a position of its own priority (the same
+ * merge as the claim's, see `JobStoreService.fetch`).
  */
 export const claimOrder = (rows: ReadonlyArray<Job>): Array<Job> => {
   const out = [...rows].sort(
-    (a, b) => Number(fifoPolicyOf(b) !== undefined) - Number(fifoPolicyOf(a) !== undefined) || byTimeThenId(a, b)
+    (a, b) => Number(fifoPolicyOf(b) !== undefined) - Number(fifoPolicyOf(a) !== undefined) || byClaim(a, b)
   )
   const fair = out.filter((j) => j.fairTag !== undefined)
   if (fair.length < 2) return out
-  const tagged = [...fair].sort(byTagThenId)
+  const tagged = [...fair].sort((a, b) => b.priority - a.priority || byTagThenId(a, b))
   let i = 0
   return out.map((j) => (j.fairTag !== undefined ? tagged[i++]! : j))
 }
 
 /**
- * Merges the due candidates of one claim: the plain rows (by ScheduleTime, id) and the fair-share rows,
- * which inside their class go in tag order, the k-th fair row by tag merged at the k-th smallest
- * ScheduleTime of the due fair rows. So plain rows keep ScheduleTime order, and the fair class competes
- * with them by the age of its oldest due rows: a plain row is claimed once it is older than every due
- * fair row left (a fair row served early by its tag leaves the class's older times in place, so while a
- * deep fair backlog older than a plain row drains at its flow's share, the plain row waits for it). (The
- * in-memory spelling of the PostgreSQL claim's merge.)
+ * Merges the due candidates of one claim: the plain rows (by priority descending, ScheduleTime, id) and
+ * the fair-share rows, of which the first `limit` by tag are taken, the k-th merged at (its own
+ * priority, the k-th smallest ScheduleTime of the due fair rows). So plain rows keep (priority,
+ * ScheduleTime) order, and the fair class competes with them by priority, then by the age of its oldest
+ * due rows: at equal priority a plain row is claimed once it is older than every due fair row left (a
+ * fair row served early by its tag leaves the class's older times in place, so while a deep fair backlog
+ * older than a plain row drains at its flow's share, the plain row waits for it). Inside the fair class
+ * tag order decides which rows a claim considers; priority only orders those (and the class against the
+ * other rows). (The in-memory spelling of the PostgreSQL claim's merge.)
  */
 export const fairMerge = (plain: ReadonlyArray<Job>, fair: ReadonlyArray<Job>, limit: number): Array<Job> => {
   const tagged = [...fair].sort(byTagThenId).slice(0, limit)
   const times = fair.map((j) => j.scheduleTime.getTime()).sort((a, b) => a - b).slice(0, tagged.length)
   const merged: Array<{ readonly job: Job; readonly at: number; readonly fair: boolean }> = [
-    ...[...plain].sort(byTimeThenId).slice(0, limit).map((job) => ({ job, at: job.scheduleTime.getTime(), fair: false })),
+    ...[...plain].sort(byClaim).slice(0, limit).map((job) => ({ job, at: job.scheduleTime.getTime(), fair: false })),
     ...tagged.map((job, i) => ({ job, at: times[i]!, fair: true }))
   ]
-  // ties: plain first (as the SQL's merge orders by (merge time, branch))
-  merged.sort((a, b) => a.at - b.at || Number(a.fair) - Number(b.fair))
+  // ties: plain first (as the SQL's merge orders by (priority, merge time, branch))
+  merged.sort((a, b) => b.job.priority - a.job.priority || a.at - b.at || Number(a.fair) - Number(b.fair))
   return merged.slice(0, limit).map((m) => m.job)
 }
 
@@ -578,7 +602,7 @@ const admissionOf = (job: Job): Admission => {
 
 /**
  * The admission of a claim's plain rows (due, pending, not fair-share, not Fifo; `pending` in
- * ScheduleTime order) given the live holders (`live`: the rows Processing with an unexpired lease): the
+ * claim order, {@link byClaim}: priority descending, then ScheduleTime) given the live holders (`live`: the rows Processing with an unexpired lease): the
  * rows the claim may take, in order — the in-memory spelling of the PostgreSQL claim's (see
  * `pg/fetch.ts`, `admissionCtes`). Among the first `limit` + {@link ADMISSION_DEPTH} rows, a Wait row is
  * key-admissible while its key's holders are fewer than its limit and no row of its key is ahead of it

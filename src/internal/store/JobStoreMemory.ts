@@ -15,11 +15,13 @@ import * as Option from "effect/Option"
 import * as PubSub from "effect/PubSub"
 import * as Stream from "effect/Stream"
 import { Job, type JobLog } from "../job/Job.js"
+import { originText } from "../job/Priority.js"
 import { counterOf, logOf, stateOf } from "../job/Outcome.js"
 import { FOREVER_MS, HISTORY_MS, historyBucket, JobExpired, type PruneResult, type RetentionPlan, type TerminalState, planFor, terminal } from "../job/Retention.js"
 import {
   type AdmissionOverrides,
   admit,
+  byClaim,
   bySubmission,
   type CancelResult,
   cancelText,
@@ -193,11 +195,12 @@ export const make = Effect.flatMap(Effect.zip(SemaphoreProviderMemory.make, PubS
                 updatedAt: at,
                 lockedBy: null,
                 leaseUntil: null,
-                ...(fairTag === undefined ? {} : { fairTag })
+                ...(fairTag === undefined ? {} : { fairTag }),
+                priority: r.priority ?? 0
               })
             )
             if (r.state === "Scheduled") originFor.set(r.id, r.scheduleTime)
-            log(r.id, at, r.state, r.state === "Scheduled" ? `Scheduled for ${r.scheduleTime.toISOString()}` : "Enqueued")
+            log(r.id, at, r.state, originText(r.state === "Scheduled" ? `Scheduled for ${r.scheduleTime.toISOString()}` : "Enqueued", r.priority ?? 0))
           }
           // one hint per insert, as the PostgreSQL store's one notification per statement
           let due = 0
@@ -219,16 +222,15 @@ export const make = Effect.flatMap(Effect.zip(SemaphoreProviderMemory.make, PubS
 
     fetch: (workerId, limit, lease) =>
       Effect.map(now, (at) => {
-        const byTime = (a: Job, b: Job) => a.scheduleTime.getTime() - b.scheduleTime.getTime() || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0)
-        // at most one Fifo row: of the keys' next claimable rows, the one due first
-        const fifo = [...fifoClaimable(at)].map((id) => jobs.get(id)!).sort(byTime).slice(0, 1)
+        // at most one Fifo row: of the keys' next claimable rows, the one of the highest priority due first
+        const fifo = [...fifoClaimable(at)].map((id) => jobs.get(id)!).sort(byClaim).slice(0, 1)
         const pendingDue = (j: Job) => (j.state === "Enqueued" || j.state === "Scheduled") && j.scheduleTime.getTime() <= at.getTime()
         const candidates = [...jobs.values()]
         // fair-share rows in tag order, merged with the rest by ScheduleTime (see `fairMerge`)
         const fair = candidates.filter((j) => pendingDue(j) && j.fairTag !== undefined && fifoPolicyOf(j) === undefined)
         // the plain pending rows through the admission (see `admit`), then the expired leases and the Fifo row
         const live = candidates.filter((j) => j.state === "Processing" && j.leaseUntil !== null && j.leaseUntil.getTime() >= at.getTime())
-        const pending = candidates.filter((j) => pendingDue(j) && j.fairTag === undefined && fifoPolicyOf(j) === undefined).sort(byTime)
+        const pending = candidates.filter((j) => pendingDue(j) && j.fairTag === undefined && fifoPolicyOf(j) === undefined).sort(byClaim)
         const plain = admit(pending, live, limit, overrides === undefined ? undefined : { read: overrides, now: at.getTime() })
           .concat(candidates.filter((j) => j.state === "Processing" && j.leaseUntil !== null && j.leaseUntil.getTime() < at.getTime()))
           .concat(fifo)

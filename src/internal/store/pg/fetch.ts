@@ -37,11 +37,12 @@ const asLimit = (sql: SqlClient.SqlClient, text: Statement.Fragment) =>
 
 /**
  * The admission of the claim's plain rows (due, not fair-share, not Fifo), as common table expressions
- * (`adm_*`) and `ids`, the array of the rows the claim may take, in order. A FILTER and ORDER only: the
- * slots stay with the semaphore provider, and a row the claim misjudges (two claims racing for the last
+ * (`adm_*`), and `free` and `held`, the arrays of the rows the claim may take, in order. A FILTER and
+ * ORDER only: the slots stay with the semaphore provider, and a row the claim misjudges (two claims racing for the last
  * slot, an override changed meanwhile) meets the gate as before.
  *
- * The first `limit` + {@link ADMISSION_DEPTH} due plain rows are read (walking `warp_jobs_due_unfair`),
+ * The first `limit` + {@link ADMISSION_DEPTH} due plain rows by (priority descending, ScheduleTime) are
+ * read (walking `warp_jobs_due_unfair` in its order, past the pending rows not due yet),
  * and for their keys and groups the live holders are counted from the rows themselves: the rows
  * Processing with an unexpired lease (`excluding` the row the carrying statement finalizes, whose slot
  * that statement frees), read once per claim from `warp_jobs_lease` (as many as the rows claimed and
@@ -50,8 +51,9 @@ const asLimit = (sql: SqlClient.SqlClient, text: Statement.Fragment) =>
  * constrained row (a Wait row with a key, or a row with a total cap that is not Skip / CancelNewest): a
  * lane runs its rows one after another, and a second one would only sit in its batch, counted as a holder
  * while it does not hold a slot, where other lanes could run it (a lane's keyed jobs come one per
- * finalizing statement anyway, see `Lane`'s carried claim); `ready` locks up to `limit` admissible rows
- * and keeps the first constrained one. In ScheduleTime order, a row is
+ * finalizing statement anyway, see `Lane`'s carried claim); `ready` locks up to `limit` unconstrained
+ * admissible rows and the first constrained one it can lock. In (priority descending, ScheduleTime)
+ * order, a row is
  * - key-admissible unless it is a Wait row and its key's holders fill the key's slots or a row of its
  *   key is ahead of it (Skip and CancelRunning rows are claimed as before: their mode acts on a full key);
  * - group-admissible unless it declares a total cap, is not Skip / CancelNewest (dropped when full: their
@@ -62,10 +64,13 @@ const asLimit = (sql: SqlClient.SqlClient, text: Statement.Fragment) =>
  *   are live, would all lock the group's first row, and all but one come back empty). Two racing claims
  *   may then both take a row for the last free slot of the group: the gate requeues the one that finds
  *   the group's slots taken, as for any row the claim misjudges.
- * `ids`: the admissible rows; only when there is none, the first group-admissible Wait row of a full key
- * (its gate requeues it, the spec's mechanism, and the lane then skips its key) — unless that row is
- * declared `requeue: false`: such rows wait, unclaimed, for their key to have room. A row of a full
- * group is never taken.
+ * `free`: the unconstrained admissible rows; `held`: the constrained admissible rows, and only when no
+ * row is admissible, the first group-admissible Wait row of a full key (its gate requeues it, the
+ * spec's mechanism, and the lane then skips its key) — unless that row is declared `requeue: false`:
+ * such rows wait, unclaimed, for their key to have room. A row of a full group is never taken. (Two
+ * arrays, so that constrained rows the claim will not take never fill its `limit` ahead of
+ * unconstrained rows of a lower rank: the claim takes its rows in (priority, ScheduleTime) order, as
+ * the memory store's `admit`.)
  */
 export const admissionCtes = (
   sql: SqlClient.SqlClient,
@@ -73,7 +78,7 @@ export const admissionCtes = (
   limit: number,
   notContended: Statement.Fragment,
   excluding: string | undefined
-): { readonly ctes: Statement.Fragment; readonly ids: Statement.Fragment } => {
+): { readonly ctes: Statement.Fragment; readonly free: Statement.Fragment; readonly held: Statement.Fragment } => {
   const due = sql`state IN ('Scheduled', 'Enqueued') AND schedule_time <= now()`
   const key = keyOf(sql)
   const group = sql`(metadata #>> '{policies,concurrency,value,total,group}')`
@@ -90,15 +95,15 @@ export const admissionCtes = (
   const dropped = sql`('Skip', 'CancelNewest')`
   return {
     ctes: sql`adm_c AS MATERIALIZED (
-          SELECT id, schedule_time, v ->> 'key' AS k, v ->> 'mode' AS md, v #>> '{total,group}' AS g,
+          SELECT id, priority, schedule_time, v ->> 'key' AS k, v ->> 'mode' AS md, v #>> '{total,group}' AS g,
                  ${asLimit(sql, sql`(v ->> 'limit')`)} AS lim,
                  ${asLimit(sql, sql`(v #>> '{total,limit}')`)} AS glim,
                  coalesce(v ->> 'requeue' = 'false', FALSE) AS hold
           FROM (
-            SELECT id, schedule_time, metadata #> '{policies,concurrency,value}' AS v
+            SELECT id, priority, schedule_time, metadata #> '{policies,concurrency,value}' AS v
             FROM warp_jobs
             WHERE ${due} AND ${plain} AND fair_tag IS NULL${notContended}
-            ORDER BY schedule_time
+            ORDER BY priority DESC, schedule_time
             LIMIT ${count(sql, limit + ADMISSION_DEPTH)}
           ) c0
         ), adm_live AS MATERIALIZED (
@@ -113,22 +118,23 @@ export const admissionCtes = (
           FROM (SELECT DISTINCT g FROM adm_c WHERE g IS NOT NULL AND md NOT IN ${dropped}) ag
           LEFT JOIN (${groupOverride}) o ON o.g = ag.g
         ), adm_kr AS (
-          SELECT c.id, c.schedule_time, c.g, c.md, c.glim, c.hold,
+          SELECT c.id, c.priority, c.schedule_time, c.g, c.md, c.glim, c.hold,
                  ((c.k IS NOT NULL AND c.md = 'Wait') OR (c.g IS NOT NULL AND c.md NOT IN ${dropped})) AS constrained,
                  (c.k IS NULL OR c.md IS DISTINCT FROM 'Wait'
-                  OR (row_number() OVER (PARTITION BY c.k ORDER BY c.schedule_time, c.id) = 1 AND kk.n < coalesce(kk.slots, c.lim))) AS key_ok
+                  OR (row_number() OVER (PARTITION BY c.k ORDER BY c.priority DESC, c.schedule_time, c.id) = 1 AND kk.n < coalesce(kk.slots, c.lim))) AS key_ok
           FROM adm_c c LEFT JOIN adm_k kk ON kk.k = c.k
         ), adm AS MATERIALIZED (
-          SELECT r.id, r.schedule_time, r.key_ok, r.hold, r.constrained,
+          SELECT r.id, r.priority, r.schedule_time, r.key_ok, r.hold, r.constrained,
                  (r.g IS NULL OR r.md IN ${dropped}
-                  OR (gg.n < coalesce(gg.slots, r.glim) AND (NOT r.key_ok OR row_number() OVER (PARTITION BY r.g, r.key_ok ORDER BY r.schedule_time, r.id) <= coalesce(gg.slots, r.glim)))) AS group_ok
+                  OR (gg.n < coalesce(gg.slots, r.glim) AND (NOT r.key_ok OR row_number() OVER (PARTITION BY r.g, r.key_ok ORDER BY r.priority DESC, r.schedule_time, r.id) <= coalesce(gg.slots, r.glim)))) AS group_ok
           FROM adm_kr r LEFT JOIN adm_g gg ON gg.g = r.g
         )`,
-    ids: sql`ARRAY(
-            (SELECT id FROM adm WHERE key_ok AND group_ok ORDER BY schedule_time, id)
+    free: sql`ARRAY(SELECT id FROM adm WHERE key_ok AND group_ok AND NOT constrained ORDER BY priority DESC, schedule_time, id)`,
+    held: sql`ARRAY(
+            (SELECT id FROM adm WHERE key_ok AND group_ok AND constrained ORDER BY priority DESC, schedule_time, id)
             UNION ALL
             (SELECT id FROM adm WHERE NOT key_ok AND group_ok AND NOT hold AND NOT EXISTS (SELECT 1 FROM adm WHERE key_ok AND group_ok)
-             ORDER BY schedule_time, id LIMIT 1))`
+             ORDER BY priority DESC, schedule_time, id LIMIT 1))`
   }
 }
 
@@ -187,20 +193,20 @@ export const claimCtes = (
         SELECT id, state AS prev_state FROM warp_jobs
         WHERE id = ANY(ARRAY(
             SELECT h.id FROM (
-              SELECT id, schedule_time, metadata FROM warp_jobs WHERE ${due} AND ${plain} AND fair_tag IS NULL ORDER BY schedule_time LIMIT ${count(sql, hint.sameSlot.depth)}
+              SELECT id, priority, schedule_time, metadata FROM warp_jobs WHERE ${due} AND ${plain} AND fair_tag IS NULL ORDER BY priority DESC, schedule_time LIMIT ${count(sql, hint.sameSlot.depth)}
             ) h
             WHERE (h.metadata #>> '{policies,concurrency,value,key}') = ${hint.sameSlot.key}
               AND (h.metadata #>> '{policies,concurrency,value,mode}') = 'Wait'
               AND (h.metadata #>> '{policies,concurrency,value,limit}') = ${String(hint.sameSlot.limit)}
-            ORDER BY h.schedule_time
+            ORDER BY h.priority DESC, h.schedule_time
             LIMIT ${count(sql, limit + 15)}))
           AND state IN ('Scheduled', 'Enqueued') AND fair_tag IS NULL
-        ORDER BY schedule_time
+        ORDER BY priority DESC, schedule_time
         LIMIT ${count(sql, limit)}
         FOR UPDATE SKIP LOCKED`
       : // index-ordered branches instead of one OR: expired leases, then the due rows of Fifo keys
-        // whose turn it is and the other due rows, merged by ScheduleTime. Each walks its partial
-        // index and stops at `limit`, where an OR scanned and sorted the table. Rows of keys the
+        // whose turn it is and the other due rows, merged by (priority descending, ScheduleTime, branch).
+        // Each walks its partial index and stops at `limit`, where an OR scanned and sorted the table. Rows of keys the
         // fiber just found full are left to other fibers (Fifo rows wait for their turn anyway).
         //
         // Admission (see `admissionCtes`): `ready` takes the plain rows whose key and group have a free
@@ -208,9 +214,9 @@ export const claimCtes = (
         //
         // Fair share (rows with a `fair_tag`, see `JobStore.fairTagOf`): `fair` takes the due fair rows in
         // tag order (`warp_jobs_fair_due`), `fair_at` the smallest ScheduleTimes of the due fair rows
-        // (`warp_jobs_fair_time`), and the k-th fair row by tag is merged at the k-th of those times. So
-        // the fair rows, as a class, compete with the other rows (which keep ScheduleTime order, `ready`
-        // walking `warp_jobs_due_unfair`) by the ScheduleTimes of the class's oldest due rows, and inside
+        // (`warp_jobs_fair_time`), and the k-th fair row by tag is merged at (its own priority, the k-th
+        // of those times). So at equal priority the fair rows, as a class, compete with the other rows
+        // (which keep (priority, ScheduleTime) order, `ready` walking `warp_jobs_due_unfair`) by the ScheduleTimes of the class's oldest due rows, and inside
         // the class the order is by tag: another row is claimed once it is older than every due fair row
         // left; on ties of time the other rows go first (see `JobStore.fairMerge`).
         //
@@ -220,7 +226,8 @@ export const claimCtes = (
         // the rows Processing plus the pending rows ahead of it are fewer than its limit. Claims of
         // one key are serialized by a transaction advisory lock on the key (two-int key space), taken
         // only for the keys of the oldest `limit` candidates; rows are then locked as usual. One fetch
-        // claims at most one Fifo row — of the locked keys' first claimable rows, the one due first —
+        // claims at most one Fifo row — of the locked keys' first claimable rows, the one of the highest
+        // priority due first (priority never reorders a key's line) —
         // and the worker runs it first (see `claimOrder`).
         sql`
         WITH RECURSIVE expired AS (
@@ -229,18 +236,22 @@ export const claimCtes = (
           ORDER BY lease_until
           LIMIT ${count(sql, limit)}
           FOR UPDATE SKIP LOCKED
-        ), ${admission.ctes}, ready_l AS (
-          SELECT id, state AS prev_state, schedule_time FROM warp_jobs
-          WHERE id = ANY(${admission.ids}) AND ${due} AND ${plain} AND fair_tag IS NULL
-          ORDER BY schedule_time
+        ), ${admission.ctes}, ready_free AS (
+          SELECT id, state AS prev_state, priority, schedule_time FROM warp_jobs
+          WHERE id = ANY(${admission.free}) AND ${due} AND ${plain} AND fair_tag IS NULL
+          ORDER BY priority DESC, schedule_time, id
           LIMIT ${count(sql, limit)}
           FOR UPDATE SKIP LOCKED
+        ), ready_held AS (
+          SELECT id, state AS prev_state, priority, schedule_time FROM warp_jobs
+          WHERE id = ANY(${admission.held}) AND ${due} AND ${plain} AND fair_tag IS NULL
+          ORDER BY priority DESC, schedule_time, id
+          LIMIT 1
+          FOR UPDATE SKIP LOCKED
         ), ready AS (
-          SELECT l.id, l.prev_state, l.schedule_time FROM ready_l l JOIN adm a ON a.id = l.id
-          WHERE NOT a.constrained
-             OR l.id = (SELECT l2.id FROM ready_l l2 JOIN adm a2 ON a2.id = l2.id WHERE a2.constrained ORDER BY l2.schedule_time, l2.id LIMIT 1)
+          SELECT * FROM ready_free UNION ALL SELECT * FROM ready_held
         ), fair AS (
-          SELECT id, state AS prev_state, fair_tag FROM warp_jobs
+          SELECT id, state AS prev_state, priority, fair_tag FROM warp_jobs
           WHERE ${due} AND fair_tag IS NOT NULL${notContended}
           ORDER BY fair_tag, id
           LIMIT ${count(sql, limit)}
@@ -253,8 +264,8 @@ export const claimCtes = (
             LIMIT ${count(sql, limit)}
           ) t
         ), fair_merged AS (
-          SELECT f.id, f.prev_state, a.schedule_time
-          FROM (SELECT id, prev_state, row_number() OVER (ORDER BY fair_tag, id) AS rn FROM fair) f
+          SELECT f.id, f.prev_state, f.priority, a.schedule_time
+          FROM (SELECT id, prev_state, priority, row_number() OVER (ORDER BY fair_tag, id) AS rn FROM fair) f
           JOIN fair_at a USING (rn)
         ), fifo_keys(k) AS (
           (SELECT ${key} FROM warp_jobs WHERE ${liveFifo} ORDER BY ${key} LIMIT 1)
@@ -262,16 +273,16 @@ export const claimCtes = (
           SELECT (SELECT ${key} FROM warp_jobs WHERE ${liveFifo} AND ${key} > f.k ORDER BY ${key} LIMIT 1)
           FROM fifo_keys f WHERE f.k IS NOT NULL
         ), fifo_heads AS (
-          SELECT h.id, f.k, h.schedule_time, h.created_at FROM fifo_keys f
+          SELECT h.id, f.k, h.priority, h.schedule_time, h.created_at FROM fifo_keys f
           CROSS JOIN LATERAL (
             SELECT count(*)::int AS n FROM warp_jobs WHERE ${liveFifo} AND ${key} = f.k AND state = 'Processing'
           ) r
           CROSS JOIN LATERAL (
-            SELECT x.id, x.state, x.schedule_time, x.created_at, x.lim,
+            SELECT x.id, x.state, x.priority, x.schedule_time, x.created_at, x.lim,
                    count(*) FILTER (WHERE x.state <> 'Processing')
                      OVER (ORDER BY x.created_at, x.id ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS ahead
             FROM (
-              SELECT id, state, schedule_time, created_at, ${rowLimit} AS lim
+              SELECT id, state, priority, schedule_time, created_at, ${rowLimit} AS lim
               FROM warp_jobs
               WHERE ${liveFifo} AND ${key} = f.k AND (state = 'Processing' OR attempt > 0 OR schedule_time <= now())
               ORDER BY created_at, id
@@ -282,28 +293,28 @@ export const claimCtes = (
         ), fifo_picked AS MATERIALIZED (
           SELECT c.k FROM (
             SELECT t.k, min(t.schedule_time) AS first FROM (
-              SELECT k, schedule_time FROM fifo_heads ORDER BY schedule_time LIMIT ${count(sql, limit)}
+              SELECT k, schedule_time FROM fifo_heads ORDER BY priority DESC, schedule_time LIMIT ${count(sql, limit)}
             ) t GROUP BY t.k
           ) c
           WHERE pg_try_advisory_xact_lock(
             ('x' || substr(md5('warp:fifo:' || c.k), 1, 8))::bit(32)::int,
             ('x' || substr(md5('warp:fifo:' || c.k), 9, 8))::bit(32)::int)
         ), fifo AS (
-          SELECT id, state AS prev_state, schedule_time FROM warp_jobs
+          SELECT id, state AS prev_state, priority, schedule_time FROM warp_jobs
           WHERE id = ANY(ARRAY(
               SELECT DISTINCT ON (k) id FROM fifo_heads WHERE k IN (SELECT k FROM fifo_picked) ORDER BY k, created_at, id))
             AND ${due}
-          ORDER BY schedule_time
+          ORDER BY priority DESC, schedule_time
           LIMIT 1
           FOR UPDATE SKIP LOCKED
         )
         (SELECT id, prev_state FROM expired)
         UNION ALL
         (SELECT id, prev_state FROM (
-            (SELECT id, prev_state, schedule_time, 0 AS b FROM fifo)
-            UNION ALL (SELECT id, prev_state, schedule_time, 0 AS b FROM ready)
-            UNION ALL (SELECT id, prev_state, schedule_time, 1 AS b FROM fair_merged)
-            ORDER BY schedule_time, b LIMIT ${count(sql, limit)}) m)
+            (SELECT id, prev_state, priority, schedule_time, 0 AS b FROM fifo)
+            UNION ALL (SELECT id, prev_state, priority, schedule_time, 0 AS b FROM ready)
+            UNION ALL (SELECT id, prev_state, priority, schedule_time, 1 AS b FROM fair_merged)
+            ORDER BY priority DESC, schedule_time, b LIMIT ${count(sql, limit)}) m)
         LIMIT ${count(sql, limit)}`
   return {
     ctes: sql`fc AS (${claim}
@@ -350,7 +361,7 @@ export const fetch = (
 ): Effect.Effect<ReadonlyArray<Job>, StoreError> =>
   Effect.flatMap(readsLimits, (limitsTable) => {
     const { ctes, rows } = claimCtes(sql, limitsTable, workerId, limit, lease, hint)
-    return runPrepared(sql`WITH ${ctes} SELECT * FROM ${rows} k ORDER BY schedule_time, id`, prepared)
+    return runPrepared(sql`WITH ${ctes} SELECT * FROM ${rows} k ORDER BY priority DESC, schedule_time, id`, prepared)
   }).pipe(
     Effect.map(claimedJobs),
     Effect.mapError(fail("fetch"))

@@ -50,9 +50,9 @@ const insertRows = (sql: SqlClient.SqlClient, rows: ReadonlyArray<NewJob>, paylo
     const at = first.scheduleTime.toISOString()
     const fair = fairs[0]
     return notifying(sql`
-        INSERT INTO warp_jobs (id, type, handler, payload, state, schedule_time, metadata, origin, origin_for${fair === undefined ? sql`` : sql`, fair_tag`})
+        INSERT INTO warp_jobs (id, type, handler, payload, state, schedule_time, metadata, origin, origin_for, priority${fair === undefined ? sql`` : sql`, fair_tag`})
         VALUES (${first.id}, ${first.type}, ${first.handler}, ${JSON.stringify(first.payload)}::jsonb, ${first.state}, ${at}::timestamptz,
-                ${JSON.stringify(first.metadata)}::jsonb, ${first.state}, ${first.state === "Scheduled" ? at : null}::timestamptz${
+                ${JSON.stringify(first.metadata)}::jsonb, ${first.state}, ${first.state === "Scheduled" ? at : null}::timestamptz, ${first.priority ?? 0}::int${
                   fair === undefined ? sql`` : sql`, ${nextTag(sql, sql`${fair.flow}::text`, sql`${fair.weight}::float8`)}`
                 })`).pipe(Effect.asVoid)
   }
@@ -74,13 +74,14 @@ const insertRows = (sql: SqlClient.SqlClient, rows: ReadonlyArray<NewJob>, paylo
   const scheduleTime = column("schedule_time", "timestamptz", (r) => r.scheduleTime.getTime(), (ms) => new Date(ms).toISOString())
   const metadata = column("metadata", "jsonb", (r) => (r.metadata === first.metadata ? first.metadata : JSON.stringify(r.metadata)), (m) =>
     typeof m === "string" ? m : JSON.stringify(m))
+  const priority = column("priority", "int", (r) => r.priority ?? 0, (a) => String(a))
   // the arrays and the payloads zipped into rows (each array unnested in step with the payloads)
   const source = () => sql`ROWS FROM (${sql.csv([...arrays.map((a) => sql`unnest(${a})`), payloads])})`
   if (!anyFair) {
     return notifying(sql`
-      INSERT INTO warp_jobs (id, type, handler, payload, state, schedule_time, metadata, origin, origin_for)
+      INSERT INTO warp_jobs (id, type, handler, payload, state, schedule_time, metadata, origin, origin_for, priority)
       SELECT x.id, ${type}, ${handler}, x.payload, ${state}, ${scheduleTime}, ${metadata}, ${state},
-             CASE WHEN ${state} = 'Scheduled' THEN ${scheduleTime} END
+             CASE WHEN ${state} = 'Scheduled' THEN ${scheduleTime} END, ${priority}
       FROM ${source()} AS x(${sql.literal(names.join(", "))}, payload)`).pipe(Effect.asVoid)
   }
   // tags: V once, the last tag of each distinct flow once (index probes), then each flow's rows of the
@@ -90,9 +91,9 @@ const insertRows = (sql: SqlClient.SqlClient, rows: ReadonlyArray<NewJob>, paylo
   // as text (cast to float8 by the statement): an array of whole and fractional numbers binds as neither int4[] nor float8[]
   const weight = column("fair_w", "float8", (r) => fairOfRow.get(r)?.weight ?? null, (a) => (a === null ? null : String(a)))
   return notifying(sql`
-      INSERT INTO warp_jobs (id, type, handler, payload, state, schedule_time, metadata, origin, origin_for, fair_tag)
+      INSERT INTO warp_jobs (id, type, handler, payload, state, schedule_time, metadata, origin, origin_for, priority, fair_tag)
       SELECT x.id, ${type}, ${handler}, x.payload, ${state}, ${scheduleTime}, ${metadata}, ${state},
-             CASE WHEN ${state} = 'Scheduled' THEN ${scheduleTime} END,
+             CASE WHEN ${state} = 'Scheduled' THEN ${scheduleTime} END, ${priority},
              CASE WHEN ${weight} IS NOT NULL
                   THEN greatest(v.v, coalesce(f.last, v.v)) + sum(1 / ${weight}) OVER (PARTITION BY ${flow} ORDER BY x.ord) END
       FROM x CROSS JOIN v LEFT JOIN f ON f.flow = ${flow}`, sql`x AS (

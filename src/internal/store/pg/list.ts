@@ -14,6 +14,7 @@ const filterSql = (sql: SqlClient.SqlClient, f: JobFilter): Statement.Fragment |
   const clauses: Array<Statement.Fragment> = [sql`TRUE`]
   for (const text of [f.id, f.type, f.keyPrefix]) if (text !== undefined && !isStorableId(text)) return undefined
   for (const d of [f.createdAfter, f.createdBefore]) if (d !== undefined && Number.isNaN(d.getTime())) return undefined
+  if (f.minPriority !== undefined && Number.isNaN(f.minPriority)) return undefined
   if (f.state !== undefined) {
     if (!JobState.literals.includes(f.state)) return undefined
     clauses.push(sql`state = ${f.state}`)
@@ -29,6 +30,8 @@ const filterSql = (sql: SqlClient.SqlClient, f: JobFilter): Statement.Fragment |
   if (f.keyPrefix !== undefined) clauses.push(sql`starts_with(metadata #>> '{policies,concurrency,value,key}', ${f.keyPrefix})`)
   if (f.createdAfter !== undefined) clauses.push(sql`created_at >= ${f.createdAfter.toISOString()}::timestamptz`)
   if (f.createdBefore !== undefined) clauses.push(sql`created_at < ${f.createdBefore.toISOString()}::timestamptz`)
+  // as text cast to numeric: any number (a fraction, ±Infinity) compares as the memory store compares it
+  if (f.minPriority !== undefined) clauses.push(sql`priority >= ${String(f.minPriority)}::numeric`)
   return sql.and(clauses)
 }
 

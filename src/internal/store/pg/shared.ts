@@ -5,6 +5,7 @@
 import type * as SqlClient from "effect/sql/SqlClient"
 import type * as Statement from "effect/sql/Statement"
 import { Job, type JobLog } from "../../job/Job.js"
+import { originText } from "../../job/Priority.js"
 import { StoreError } from "../StoreError.js"
 
 /**
@@ -39,14 +40,16 @@ export const rowToJob = (r: any): Job =>
       leaseUntil: r.lease_until === null || r.lease_until === undefined ? null : new Date(r.lease_until),
       ...(typeof r.admin_key === "string" ? { adminLimit: { key: r.admin_key, slots: r.admin_slots === null ? null : Number(r.admin_slots) } } : {}),
       ...(typeof r.cancel_requested === "string" ? { cancelRequested: r.cancel_requested } : {}),
-      ...(r.fair_tag === null || r.fair_tag === undefined ? {} : { fairTag: Number(r.fair_tag) })
+      ...(r.fair_tag === null || r.fair_tag === undefined ? {} : { fairTag: Number(r.fair_tag) }),
+      priority: r.priority === null || r.priority === undefined ? 0 : Number(r.priority)
     },
     { disableChecks: true }
   )
 
 /**
  * The creation entry of a row's audit trail, derived from the row (`origin`, `origin_for`,
- * `created_at`); undefined for a row inserted before migration 0004, whose entry is a log row.
+ * `created_at`, `priority`: ` (priority N)` appended for a non-zero one); undefined for a row inserted
+ * before migration 0004, whose entry is a log row.
  */
 export const originEntry = (r: any): JobLog | undefined =>
   r.origin === "Scheduled" || r.origin === "Enqueued"
@@ -54,7 +57,10 @@ export const originEntry = (r: any): JobLog | undefined =>
         jobId: r.id,
         at: new Date(r.created_at),
         kind: r.origin,
-        message: r.origin === "Scheduled" ? `Scheduled for ${new Date(r.origin_for).toISOString().replace(/\.\d{3}Z$/, "Z")}` : "Enqueued"
+        message: originText(
+          r.origin === "Scheduled" ? `Scheduled for ${new Date(r.origin_for).toISOString().replace(/\.\d{3}Z$/, "Z")}` : "Enqueued",
+          r.priority === null || r.priority === undefined ? 0 : Number(r.priority)
+        )
       }
     : undefined
 
