@@ -43,3 +43,21 @@ export type ConcurrencyParameterOptions = internal.ConcurrencyParameterOptions
  * @category models
  */
 export type MetadataAccessor<K extends Policy.FamilyName, D> = internal.MetadataAccessor<K, D>
+
+/**
+ * What an enqueue with a job key does to the live job holding the key: `keep` (joins it), `replace`
+ * (its payload and time, the default) or `replacePayload` (its payload only).
+ *
+ * @since 1.1.0
+ * @category models
+ */
+export type JobKeyMode = internal.JobKeyMode
+
+/**
+ * The options of `withJobKey`: `{ mode?, includeProcessing? }` (`includeProcessing`: a Processing job
+ * holds its key too; mode `keep` only).
+ *
+ * @since 1.1.0
+ * @category models
+ */
+export type JobKeyOptions = internal.JobKeyOptions

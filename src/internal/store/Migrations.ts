@@ -27,6 +27,7 @@ import core0010 from "../../../migrations/core/0010_warp_jobs_fair_share.js"
 import core0011 from "../../../migrations/core/0011_warp_jobs_drop_due.js"
 import core0012 from "../../../migrations/core/0012_warp_counters_from_logs.js"
 import core0013 from "../../../migrations/core/0013_warp_retention.js"
+import core0015 from "../../../migrations/core/0015_warp_jobs_job_key.js"
 
 const run = (migrations: Record<string, Effect.Effect<void, unknown, SqlClient.SqlClient>>, table: string) =>
   Migrator.make({})({ loader: Migrator.fromRecord(migrations), table })
@@ -48,7 +49,8 @@ export const coreMigrations: Record<string, Effect.Effect<void, unknown, SqlClie
   "0010_warp_jobs_fair_share": core0010,
   "0011_warp_jobs_drop_due": core0011,
   "0012_warp_counters_from_logs": core0012,
-  "0013_warp_retention": core0013
+  "0013_warp_retention": core0013,
+  "0015_warp_jobs_job_key": core0015
 }
 
 /**

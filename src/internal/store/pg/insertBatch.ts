@@ -28,9 +28,13 @@ import type * as Scope from "effect/Scope"
 import type * as Tracer from "effect/Tracer"
 import type { NewJob } from "../../job/Job.js"
 import * as Telemetry from "../../observability/Telemetry.js"
+import type { Submitted } from "../JobStore.js"
 import type { StoreError } from "../StoreError.js"
 import { flushBatch, type Waiting } from "./batching.js"
 import { insert } from "./insert.js"
+
+/** A single row's answer: created under its own id. */
+const created = (row: NewJob): ReadonlyArray<Submitted> => [{ _tag: "Created", id: row.id }]
 
 /** At most this many rows in one batched insert statement. */
 export const INSERT_BATCH = 256
@@ -56,8 +60,8 @@ const flush = (sql: SqlClient.SqlClient, batch: ReadonlyArray<Pending>, notify: 
   const [parent, ...others] = spans
   return flushBatch(
     batch,
-    (p) => insert(sql, [p.row], notify),
-    () => insert(sql, batch.map((p) => p.row), notify),
+    (p) => Effect.asVoid(insert(sql, [p.row], notify)),
+    () => Effect.asVoid(insert(sql, batch.map((p) => p.row), notify)),
     () => undefined
   ).pipe(
     Effect.withSpan(
@@ -82,7 +86,7 @@ const flush = (sql: SqlClient.SqlClient, batch: ReadonlyArray<Pending>, notify: 
 export const makeBatchedInsert = (
   sql: SqlClient.SqlClient,
   notify = false
-): Effect.Effect<(rows: ReadonlyArray<NewJob>) => Effect.Effect<void, StoreError>, never, Scope.Scope> =>
+): Effect.Effect<(rows: ReadonlyArray<NewJob>) => Effect.Effect<ReadonlyArray<Submitted>, StoreError>, never, Scope.Scope> =>
   Effect.gen(function* () {
     const queue = yield* Effect.acquireRelease(Queue.unbounded<Pending>(), Queue.shutdown)
     const takeBatch = Effect.map(Queue.takeBetween(queue, 1, INSERT_BATCH), (taken) => {
@@ -100,10 +104,11 @@ export const makeBatchedInsert = (
           Deferred.await(done).pipe(Effect.onInterrupt(() => Effect.sync(() => void (p.withdrawn = true))))
         )
       })
+    // a row with a job key goes alone: its statement answers which job holds the key
     return (rows) =>
-      rows.length !== 1
+      rows.length !== 1 || rows[0]!.jobKey !== undefined
         ? insert(sql, rows, notify)
         : Effect.flatMap(Effect.serviceOption(sql.transactionService), (inTransaction) =>
-            inTransaction._tag === "Some" ? insert(sql, rows, notify) : queued(rows[0]!)
+            inTransaction._tag === "Some" ? insert(sql, rows, notify) : Effect.as(queued(rows[0]!), created(rows[0]!))
           )
   })

@@ -39,7 +39,8 @@ export const rowToJob = (r: any): Job =>
       leaseUntil: r.lease_until === null || r.lease_until === undefined ? null : new Date(r.lease_until),
       ...(typeof r.admin_key === "string" ? { adminLimit: { key: r.admin_key, slots: r.admin_slots === null ? null : Number(r.admin_slots) } } : {}),
       ...(typeof r.cancel_requested === "string" ? { cancelRequested: r.cancel_requested } : {}),
-      ...(r.fair_tag === null || r.fair_tag === undefined ? {} : { fairTag: Number(r.fair_tag) })
+      ...(r.fair_tag === null || r.fair_tag === undefined ? {} : { fairTag: Number(r.fair_tag) }),
+      ...(typeof r.job_key === "string" ? { jobKey: r.job_key } : {})
     },
     { disableChecks: true }
   )
