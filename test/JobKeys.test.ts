@@ -241,6 +241,16 @@ for (const [name, makeLayer] of setups) {
         expect(counts.get("stats:deduplicated")).toBe(3)
       }).pipe(Effect.provide(makeLayer())))
 
+    it.live("a keyed job with a weighted concurrency policy gets its fair-share tag", () =>
+      Effect.gen(function* () {
+        const publisher = yield* Publisher.Publisher
+        const params = JobParameters.make().withSemaphore("tenant", 2, "Wait", { weight: 2 }).withJobKey("f")
+        const a = yield* publisher.submit(Task, { n: 1 }, params)
+        const b = yield* publisher.submitMany(Task, [{ n: 2 }, { n: 3 }], (p) => params.withJobKey(`g${p.n}`))
+        expect(b.map((s) => s._tag)).toEqual(["Created", "Created"])
+        for (const id of [a.id, ...b.map((s) => s.id)]) expect((yield* detail(id)).job.fairTag).toBeGreaterThan(0)
+      }).pipe(Effect.provide(makeLayer())))
+
     it.live("concurrent enqueues of one key in one process: one job, one id for every caller", () =>
       Effect.gen(function* () {
         const publisher = yield* Publisher.Publisher
