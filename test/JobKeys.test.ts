@@ -156,6 +156,7 @@ for (const [name, makeLayer] of setups) {
         const empty = yield* Effect.flip(publisher.enqueue(Task, { n: 1 }, JobParameters.make().withJobKey("")))
         expect(empty._tag).toBe("InvalidArgument")
         expect(empty._tag === "InvalidArgument" && empty.argument).toBe("jobKey")
+        expect(empty.message).toBe(`JobParameters.withJobKey: jobKey must not be empty, got ""`)
         const long = yield* Effect.flip(publisher.enqueue(Task, { n: 1 }, JobParameters.make().withJobKey("x".repeat(513))))
         expect(long._tag === "InvalidArgument" && long.argument).toBe("jobKey")
         expect((yield* publisher.submit(Task, { n: 1 }, JobParameters.make().withJobKey("x".repeat(512))))._tag).toBe("Created")
@@ -168,7 +169,7 @@ for (const [name, makeLayer] of setups) {
         // message contracts: job keys apply to jobs
         const msg = yield* Effect.flip(publisher.publish(Evt, { n: 1 }, JobParameters.make().withJobKey("k")))
         expect(msg._tag).toBe("InvalidArgument")
-        expect(msg.message).toContain("job keys apply to jobs")
+        expect(msg.message).toBe(`Publisher.publish: params must not carry a job key (job keys apply to jobs), got "k"`)
         const many = yield* Effect.flip(publisher.publishMany(Evt, [{ n: 1 }, { n: 2 }], (p) => (p.n === 2 ? JobParameters.make().withJobKey("k") : JobParameters.make())))
         expect(many._tag).toBe("InvalidBatchItem")
         expect(many._tag === "InvalidBatchItem" && many.index).toBe(1)
