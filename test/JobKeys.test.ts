@@ -242,6 +242,24 @@ for (const [name, makeLayer] of setups) {
         expect(counts.get("stats:deduplicated")).toBe(3)
       }).pipe(Effect.provide(makeLayer())))
 
+    it.live("concurrent batches of the same keys in opposite orders: no deadlock, one job per key", () =>
+      Effect.gen(function* () {
+        const publisher = yield* Publisher.Publisher
+        const keys = Array.from({ length: 2000 }, (_, i) => `o${i}`)
+        const batch = (order: ReadonlyArray<string>) =>
+          publisher.submitMany(Task, order.map((_, n) => ({ n })), (_, i) => JobParameters.make().withJobKey(order[i]!, { mode: "replacePayload" }))
+        const results = yield* Effect.forEach(
+          Array.from({ length: 6 }, (_, i) => (i % 2 === 0 ? keys : [...keys].reverse())),
+          batch,
+          { concurrency: "unbounded" }
+        )
+        expect((yield* Effect.flatMap(JobStore, (s) => s.list({ type: "KeyTask", limit: 0, offset: 0 }))).total).toBe(keys.length)
+        for (const [k, key] of keys.entries()) {
+          const ids = new Set(results.map((r, b) => r[b % 2 === 0 ? k : keys.length - 1 - k]!.id))
+          expect(ids.size).toBe(1)
+        }
+      }).pipe(Effect.provide(makeLayer())))
+
     it.live("a keyed job with a weighted concurrency policy gets its fair-share tag", () =>
       Effect.gen(function* () {
         const publisher = yield* Publisher.Publisher

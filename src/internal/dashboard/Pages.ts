@@ -106,6 +106,7 @@ form.filters label{display:flex;flex-direction:column;font-size:13px;color:var(-
 form.filters input,form.filters select{width:100%;font:inherit;font-size:14px;padding:6px 8px;border:1px solid #cbd2dd;border-radius:6px;background:#fff}
 form.filters .buttons{display:flex;gap:10px;align-items:center}
 .s-Retried{background:#e8eefc;color:var(--accent)}
+.s-Replaced,.s-Joined{background:#f1f1f4;color:#4a5568}
 dl.facts{grid-template-columns:max-content minmax(0,1fr)}dl.facts dd{overflow-wrap:anywhere}
 .badge{white-space:nowrap;overflow-wrap:normal}
 time{text-decoration:underline dotted #b4bcc8}

@@ -23,6 +23,8 @@ import { groupKeyed, type KeyedGroup, outcomesOf } from "../JobKeys.js"
 import * as Wakeup from "../Wakeup.js"
 import { arrayLiteral, nextTag } from "./shared.js"
 
+const compare = (a: string, b: string): number => (a < b ? -1 : a > b ? 1 : 0)
+
 /** Whether the existing row `w` still holds its key (see `JobStore.holdsKey`), spelled for the conflict's update. */
 const holds = `CASE WHEN w.job_key_hold = 'Throttle' THEN w.job_key_until > now()
                     ELSE w.state IN ('Scheduled','Enqueued') OR (w.job_key_hold = 'Processing' AND w.state = 'Processing') END`
@@ -122,7 +124,9 @@ export const insertKeyed = (
   chunk: number
 ): Effect.Effect<void, SqlError> =>
   Effect.gen(function* () {
-    const groups = groupKeyed(rows)
+    // in (type, key) order: producers that insert overlapping keys lock them in one order (no deadlock
+    // between two multi-key inserts), whatever order their callers gave
+    const groups = groupKeyed(rows).sort((a, b) => compare(a.row.type, b.row.type) || compare(a.row.jobKey.key, b.row.jobKey.key))
     for (let start = 0; start < groups.length; start += chunk) {
       let pending = groups.slice(start, start + chunk)
       // a group whose stale holder the statement released goes again (another producer may take the key meanwhile)
