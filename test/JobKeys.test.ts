@@ -256,7 +256,7 @@ for (const [name, makeLayer] of setups) {
         expect((yield* Effect.flatMap(JobStore, (s) => s.list({ type: "KeyTask", limit: 0, offset: 0 }))).total).toBe(keys.length)
         for (const [k, key] of keys.entries()) {
           const ids = new Set(results.map((r, b) => r[b % 2 === 0 ? k : keys.length - 1 - k]!.id))
-          expect(ids.size).toBe(1)
+          expect({ key, ids: ids.size }).toEqual({ key, ids: 1 })
         }
       }).pipe(Effect.provide(makeLayer())))
 
