@@ -43,7 +43,7 @@ const go = new Promise<void>((resolve) => {
 const env = Publisher.layer.pipe(
   Layer.provideMerge(Registry.layer({ handlers: [] })),
   Layer.provideMerge(JobStorePg.layerWithoutMigrations),
-  Layer.provideMerge(PgClient.layer({ url: Redacted.make(config.url), maxConnections: 16, applicationName: config.name }))
+  Layer.provideMerge(PgClient.layer({ url: Redacted.make(config.url), maxConnections: 6, applicationName: config.name }))
 )
 
 const main = Effect.gen(function* () {

@@ -136,19 +136,21 @@ export const insert = (sql: SqlClient.SqlClient, rows: ReadonlyArray<NewJob>, no
   ).pipe(Effect.as(created(rows)), Effect.mapError(fail("insert")))
 }
 
-/** A call with job keys: its keyless rows as any insert's, then its keyed ones, in one transaction. */
+/** A call with job keys: its keyless rows as any insert's, then its keyed ones, in one transaction (but for one key alone). */
 const insertWithKeys = (sql: SqlClient.SqlClient, rows: ReadonlyArray<NewJob>, payload: string | undefined): Effect.Effect<ReadonlyArray<Submitted>, StoreError> => {
   const results = created(rows)
   const plain = rows.filter((r) => r.jobKey === undefined)
   const keyed = rows.filter((r) => r.jobKey !== undefined)
   const indexes = rows.flatMap((r, i) => (r.jobKey === undefined ? [] : [i]))
   const keyedResults: Array<Submitted> = created(keyed)
-  return sql.withTransaction(
-    Effect.gen(function* () {
-      for (const chunk of chunks(plain, insertChunk)) yield* insertRows(sql, chunk)
-      yield* insertKeyed(sql, keyed, keyedResults, payload, insertChunk)
-    })
-  ).pipe(
+  const write = Effect.gen(function* () {
+    for (const chunk of chunks(plain, insertChunk)) yield* insertRows(sql, chunk)
+    yield* insertKeyed(sql, keyed, keyedResults, payload, insertChunk)
+  })
+  // one key and nothing else (a single keyed enqueue): its one statement needs no transaction of its
+  // own — a second one runs only when the first released a stale holder and wrote nothing else
+  const oneKey = plain.length === 0 && keyed.every((r) => r.type === keyed[0]!.type && r.jobKey!.key === keyed[0]!.jobKey!.key)
+  return (oneKey ? write : sql.withTransaction(write)).pipe(
     Effect.map(() => {
       indexes.forEach((index, k) => (results[index] = keyedResults[k]!))
       return results

@@ -12,7 +12,9 @@
  * since nothing but an insert of the key writes it. The conflicting insert then only clears it (the
  * statement cannot insert a second row for that key) and reports the group released; its rows go again
  * in a second statement, in the same transaction, which inserts them (or meets the holder another
- * producer wrote meanwhile). Every keyed insert runs in a transaction (a savepoint inside the caller's).
+ * producer wrote meanwhile). A call with several keys, or keyless rows too, runs in a transaction (a
+ * savepoint inside the caller's); a call of one key needs none: a statement that released its holder
+ * wrote nothing else.
  */
 import type * as SqlClient from "effect/sql/SqlClient"
 import * as Effect from "effect/Effect"
