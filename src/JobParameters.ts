@@ -11,7 +11,9 @@ import * as internal from "./internal/publisher/JobParameters.js"
 /**
  * Parameters with nothing set; chain `withMutex`, `withSemaphore`, `withRetry`, `withTimeout`,
  * `withRateLimit` or `configure(accessor, f)` on it (each returns new parameters; the first invalid
- * input is kept and `publisher.enqueue` fails with it).
+ * input is kept and `publisher.enqueue` fails with it). Since 1.1.0 also one job key:
+ * `withJobKey(key, { mode, includeProcessing })`, `withThrottle(key, window)` or `withDebounce(key, delay)`
+ * (the last of the three wins; see docs/job-keys.md).
  *
  * @since 1.0.0
  * @category constructors
