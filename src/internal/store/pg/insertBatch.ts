@@ -5,6 +5,10 @@
  * statement; nothing waits for a batch to fill. Each statement commits on its own, and a producer's
  * enqueue returns once the statement holding its row has committed.
  *
+ * Rows with a job key are batched too: the batch's keyed rows go through `./insertKeyed.ts` (rows of one
+ * key resolve in the order their producers queued them), and each producer gets its own row's
+ * `Submitted`.
+ *
  * Never batched: an insert inside the caller's `SqlClient.withTransaction` (it must join that
  * transaction: commit publishes, rollback publishes nothing) and inserts of several rows (one call's
  * rows stay all or none in their own statement). A producer interrupted while its row waits in the queue
@@ -33,16 +37,13 @@ import type { StoreError } from "../StoreError.js"
 import { flushBatch, type Waiting } from "./batching.js"
 import { insert } from "./insert.js"
 
-/** A single row's answer: created under its own id. */
-const created = (row: NewJob): ReadonlyArray<Submitted> => [{ _tag: "Created", id: row.id }]
-
 /** At most this many rows in one batched insert statement. */
 export const INSERT_BATCH = 256
 
 /** Statements a process runs at once for batched inserts (more batches wait in the queue). */
 const FLUSHERS = 2
 
-interface Pending extends Waiting<void> {
+interface Pending extends Waiting<Submitted> {
   readonly row: NewJob
   /** The producer's span when it enqueued (the statement's span descends from or links to it). */
   readonly span: Option.Option<Tracer.AnySpan>
@@ -58,11 +59,12 @@ const flush = (sql: SqlClient.SqlClient, batch: ReadonlyArray<Pending>, notify: 
   const spans: Array<Tracer.AnySpan> = []
   for (const p of batch) if (Option.isSome(p.span)) spans.push(p.span.value)
   const [parent, ...others] = spans
+  const position = new Map(batch.map((p, i) => [p, i] as const))
   return flushBatch(
     batch,
-    (p) => Effect.asVoid(insert(sql, [p.row], notify)),
-    () => Effect.asVoid(insert(sql, batch.map((p) => p.row), notify)),
-    () => undefined
+    (p) => Effect.map(insert(sql, [p.row], notify), (r) => r[0]!),
+    () => insert(sql, batch.map((p) => p.row), notify),
+    (p, results) => results[position.get(p)!]!
   ).pipe(
     Effect.withSpan(
       Telemetry.spans.insertBatch,
@@ -97,18 +99,17 @@ export const makeBatchedInsert = (
     const flusher = Effect.forever(Effect.flatMap(takeBatch, (batch) => (batch.length === 0 ? Effect.void : flush(sql, batch, notify))))
     for (let i = 0; i < FLUSHERS; i++) yield* Effect.forkScoped(flusher)
     const queued = (row: NewJob) =>
-      Effect.flatMap(Effect.zip(Deferred.make<void, StoreError>(), Effect.option(Effect.currentParentSpan)), ([done, span]) => {
+      Effect.flatMap(Effect.zip(Deferred.make<Submitted, StoreError>(), Effect.option(Effect.currentParentSpan)), ([done, span]) => {
         const p: Pending = { row, done, span, withdrawn: false }
         return Effect.andThen(
           Queue.offer(queue, p),
           Deferred.await(done).pipe(Effect.onInterrupt(() => Effect.sync(() => void (p.withdrawn = true))))
         )
       })
-    // a row with a job key goes alone: its statement answers which job holds the key
     return (rows) =>
-      rows.length !== 1 || rows[0]!.jobKey !== undefined
+      rows.length !== 1
         ? insert(sql, rows, notify)
         : Effect.flatMap(Effect.serviceOption(sql.transactionService), (inTransaction) =>
-            inTransaction._tag === "Some" ? insert(sql, rows, notify) : Effect.as(queued(rows[0]!), created(rows[0]!))
+            inTransaction._tag === "Some" ? insert(sql, rows, notify) : Effect.map(queued(rows[0]!), (s) => [s])
           )
   })
