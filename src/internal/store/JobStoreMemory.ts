@@ -488,6 +488,7 @@ export const make = Effect.flatMap(Effect.zip(SemaphoreProviderMemory.make, PubS
           jobs.delete(j.id)
           logs.delete(j.id)
           keyHolds.delete(j.id)
+          if (j.jobKey !== undefined && keyHolders.get(`${j.type}\u0000${j.jobKey}`) === j.id) keyHolders.delete(`${j.type}\u0000${j.jobKey}`)
           originFor.delete(j.id)
           holders.delete(j.id)
           if (plan.tombstoneMs > 0) tombstones.set(j.id, { type: j.type, state, finishedAt: j.updatedAt, prunedAt: at })
