@@ -370,6 +370,29 @@ describe("Job keys: PostgreSQL only", () => {
       expect(yield* publisher.submit(Task, { n: 4 }, key)).toEqual({ _tag: "Joined", id: committed.id })
     }).pipe(Effect.provide(layer())))
 
+  it.live("concurrent producers (separate transactions) meeting a stale holder: one releases it, one new job, one id for all", () =>
+    Effect.gen(function* () {
+      const publisher = yield* Publisher.Publisher
+      const sql = yield* SqlClient.SqlClient
+      const key = JobParameters.make().withJobKey("stale")
+      const old = yield* publisher.submit(Task, { n: 0 }, key)
+      yield* claim
+      // each submit in a transaction of its own: its own statements, none shared through the process's batching
+      const results = yield* Effect.forEach(
+        Array.from({ length: 24 }, (_, n) => n + 1),
+        (n) => sql.withTransaction(publisher.submit(Task, { n }, key)),
+        { concurrency: "unbounded" }
+      )
+      const ids = new Set(results.map((r) => r.id))
+      expect(ids.size).toBe(1)
+      expect([...ids][0]).not.toBe(old.id)
+      expect(results.filter((r) => r._tag === "Created")).toHaveLength(1)
+      expect(results.filter((r) => r._tag === "Replaced")).toHaveLength(23)
+      const live = yield* sql<{ id: string }>`SELECT id FROM warp_jobs WHERE job_key_live = 'stale'`
+      expect(live.map((r) => r.id)).toEqual([...ids])
+      expect((yield* detail(old.id)).job.state).toBe("Processing")
+    }).pipe(Effect.provide(layer())))
+
   it.live("a keyless insert is the statement it was: no job key column written", () =>
     Effect.gen(function* () {
       const publisher = yield* Publisher.Publisher
