@@ -11,7 +11,9 @@ import * as internal from "./internal/publisher/JobParameters.js"
 /**
  * Parameters with nothing set; chain `withMutex`, `withSemaphore`, `withRetry`, `withTimeout`,
  * `withRateLimit` or `configure(accessor, f)` on it (each returns new parameters; the first invalid
- * input is kept and `publisher.enqueue` fails with it).
+ * input is kept and `publisher.enqueue` fails with it). Since 1.1.0 also one job key:
+ * `withJobKey(key, { mode, includeProcessing })`, `withThrottle(key, window)` or `withDebounce(key, delay)`
+ * (the last of the three wins; see docs/job-keys.md).
  *
  * @since 1.0.0
  * @category constructors
@@ -43,3 +45,21 @@ export type ConcurrencyParameterOptions = internal.ConcurrencyParameterOptions
  * @category models
  */
 export type MetadataAccessor<K extends Policy.FamilyName, D> = internal.MetadataAccessor<K, D>
+
+/**
+ * What an enqueue with a job key does to the live job holding the key: `keep` (joins it), `replace`
+ * (its payload and time, the default) or `replacePayload` (its payload only).
+ *
+ * @since 1.1.0
+ * @category models
+ */
+export type JobKeyMode = internal.JobKeyMode
+
+/**
+ * The options of `withJobKey`: `{ mode?, includeProcessing? }` (`includeProcessing`: a Processing job
+ * holds its key too; mode `keep` only).
+ *
+ * @since 1.1.0
+ * @category models
+ */
+export type JobKeyOptions = internal.JobKeyOptions

@@ -85,3 +85,13 @@ export type InvalidBatchItem = internal.InvalidBatchItem
  * @category errors
  */
 export type BatchPublishError = internal.BatchPublishError
+
+/**
+ * What an enqueue did: `Created` a job, or (with a job key) `Replaced` the payload of the pending job
+ * holding the key, or `Joined` the job holding it (mode `keep`, a throttle window, a holder past
+ * replacing). `id` is the job that holds the key. Returned by `submit` / `submitMany`.
+ *
+ * @since 1.1.0
+ * @category models
+ */
+export type Submitted = internal.Submitted

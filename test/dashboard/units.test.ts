@@ -19,12 +19,14 @@ describe("filters", () => {
     fc.assert(
       fc.property(
         fc.record(
-          { id: text, key: text, type: text, state: fc.constantFrom(...JobState.literals), after: time, before: time },
+          { id: text, key: text, type: text, jobKey: text, state: fc.constantFrom(...JobState.literals), after: time, before: time },
           { requiredKeys: [] }
         ),
         (f) => {
           const params = Object.fromEntries(Filters.toParams(f))
-          expect(Filters.parse(params)).toEqual(Result.succeed({ id: f.id, key: f.key, type: f.type, state: f.state, after: f.after, before: f.before }))
+          expect(Filters.parse(params)).toEqual(
+            Result.succeed({ id: f.id, key: f.key, type: f.type, ...(f.jobKey === undefined ? {} : { jobKey: f.jobKey }), state: f.state, after: f.after, before: f.before })
+          )
         }
       )
     )
@@ -39,6 +41,7 @@ describe("filters", () => {
       [{ id: "a\u0000b" }, /Id must not contain a NUL/],
       [{ type: "\uD800" }, /Type must be valid Unicode/],
       [{ key: "k".repeat(513) }, /Key must be at most 512 characters \(got 513\)/],
+      [{ jobKey: "k".repeat(513) }, /Job key must be at most 512 characters \(got 513\)/],
       [{ state: ["Failed", "Deleted"] }, /given more than once/]
     ]
     for (const [params, message] of bad) {

@@ -23,6 +23,8 @@ export interface Filters {
   readonly id?: string | undefined
   readonly key?: string | undefined
   readonly type?: string | undefined
+  /** Exactly this job key (since 1.1.0). */
+  readonly jobKey?: string | undefined
   readonly state?: JobState | undefined
   readonly after?: Date | undefined
   readonly before?: Date | undefined
@@ -88,6 +90,7 @@ const Query = Schema.Struct({
   id: Schema.optional(Text("Id")),
   key: Schema.optional(Text("Key")),
   type: Schema.optional(Text("Type")),
+  jobKey: Schema.optional(Text("Job key")),
   state: Schema.optional(
     Schema.String.check(
       Schema.makeFilter(
@@ -105,7 +108,7 @@ const decode = Schema.decodeUnknownResult(Query)
 const formatIssue = SchemaIssue.makeFormatterStandardSchemaV1()
 
 /** The filter fields' names, in link order. */
-export const names = ["id", "key", "type", "state", "after", "before", "priority"] as const
+export const names = ["id", "key", "type", "jobKey", "state", "after", "before", "priority"] as const
 
 /**
  * Reads the filters from query parameters (an empty field means "not filtered"). Left: what is
@@ -119,7 +122,7 @@ export const parse = (params: Readonly<Record<string, string | ReadonlyArray<str
     if (typeof v !== "string") return Result.fail(`The filter "${name}" is given more than once.`)
     // an empty field is "not filtered"; text is matched as typed, a state or time trimmed
     if (v.trim() === "") continue
-    input[name] = name === "id" || name === "key" || name === "type" ? v : v.trim()
+    input[name] = name === "id" || name === "key" || name === "type" || name === "jobKey" ? v : v.trim()
   }
   return Result.mapBoth(decode(input, { errors: "first" }), {
     onFailure: (e) => `${formatIssue(e.issue).issues[0]?.message ?? "A filter is not valid"}.`,
@@ -127,6 +130,7 @@ export const parse = (params: Readonly<Record<string, string | ReadonlyArray<str
       id: q.id,
       key: q.key,
       type: q.type,
+      ...(q.jobKey === undefined ? {} : { jobKey: q.jobKey }),
       state: q.state as JobState | undefined,
       after: q.after,
       before: q.before,
@@ -140,6 +144,7 @@ export const toStore = (f: Filters): JobFilter => ({
   id: f.id,
   keyPrefix: f.key,
   type: f.type,
+  jobKey: f.jobKey,
   state: f.state,
   createdAfter: f.after,
   createdBefore: f.before,
@@ -161,6 +166,7 @@ export const toParams = (f: Filters, extra: Record<string, string> = {}): URLSea
   if (f.id !== undefined) q.set("id", f.id)
   if (f.key !== undefined) q.set("key", f.key)
   if (f.type !== undefined) q.set("type", f.type)
+  if (f.jobKey !== undefined) q.set("jobKey", f.jobKey)
   if (f.state !== undefined) q.set("state", f.state)
   if (f.after !== undefined) q.set("after", formatTime(f.after))
   if (f.before !== undefined) q.set("before", formatTime(f.before))
@@ -182,6 +188,7 @@ export const describe = (f: Filters): string => {
   if (f.id !== undefined) parts.push(`id is "${f.id}"`)
   if (f.key !== undefined) parts.push(`concurrency key starts with "${f.key}"`)
   if (f.type !== undefined) parts.push(`type is "${f.type}"`)
+  if (f.jobKey !== undefined) parts.push(`job key is "${f.jobKey}"`)
   if (f.state !== undefined) parts.push(`state is ${f.state}`)
   if (f.after !== undefined) parts.push(`created at or after ${formatTime(f.after)} UTC`)
   if (f.before !== undefined) parts.push(`created before ${formatTime(f.before)} UTC`)

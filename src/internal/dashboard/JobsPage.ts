@@ -37,13 +37,14 @@ export const pagerText = (page: number, pageSize: number, total: number): string
   return `${from}–${to} of ${total} · page ${page} of ${pages}`
 }
 
-/** The filter form: id (exact), key (prefix), type, state, created after/before, priority (at least); a GET, so the URL carries it. */
+/** The filter form: id (exact), key (prefix), type, job key (exact), state, created after/before, priority (at least); a GET, so the URL carries it. */
 const filterForm = (frame: Frame, f: Filters.Filters): Html => {
   const value = (v: string | undefined) => v ?? ""
   return html`<form class="filters card" method="get" action="${frame.prefix}/jobs" role="search" aria-label="Filter jobs">
 <label>Id<input type="text" name="id" maxlength="${Filters.MAX_FIELD_LENGTH}" value="${value(f.id)}" placeholder="exact id"></label>
 <label>Concurrency key<input type="text" name="key" maxlength="${Filters.MAX_FIELD_LENGTH}" value="${value(f.key)}" placeholder="starts with"></label>
 <label>Type<input type="text" name="type" maxlength="${Filters.MAX_FIELD_LENGTH}" value="${value(f.type)}" placeholder="exact type"></label>
+<label>Job key<input type="text" name="jobKey" maxlength="${Filters.MAX_FIELD_LENGTH}" value="${value(f.jobKey)}" placeholder="exact job key"></label>
 <label>State<select name="state"><option value="">any</option>${JobState.literals.map(
     (s) => html`<option value="${s}"${raw(s === f.state ? " selected" : "")}>${s}</option>`
   )}</select></label>
@@ -67,7 +68,9 @@ export const render = (frame: Frame, v: JobsView): Html => {
     html`<a href="${Filters.href(frame.prefix, { ...v.filters, state })}"${raw(state === v.filters.state ? ' class="active" aria-current="page"' : "")}>${label}<span class="n">${n}</span></a>`
   const pages = Math.max(1, Math.ceil(v.total / v.pageSize))
   const rows = v.rows.map(
-    (j) => html`<tr><td class="mono clip" data-label="Id"><a href="${frame.prefix}/jobs/${encodeURIComponent(j.id)}" title="${j.id}">${j.id}</a></td><td class="wrap" data-label="Type">${j.type}${j.handler === null ? "" : html` <span class="muted">→ ${j.handler}</span>`}</td><td data-label="State">${badge(j.state)}</td><td class="num" data-label="Priority">${j.priority}</td><td class="num" data-label="Attempts">${j.attempt}</td><td class="nowrap" data-label="Scheduled for">${when(j.scheduleTime, v.now)}</td><td class="nowrap" data-label="Created">${when(j.createdAt, v.now)}</td><td class="nowrap" data-label="Updated">${when(j.updatedAt, v.now)}</td></tr>`
+    (j) => html`<tr><td class="mono clip" data-label="Id"><a href="${frame.prefix}/jobs/${encodeURIComponent(j.id)}" title="${j.id}">${j.id}</a></td><td class="wrap" data-label="Type">${j.type}${j.handler === null ? "" : html` <span class="muted">→ ${j.handler}</span>`}${
+      j.jobKey === undefined ? "" : html` <span class="muted mono" data-testid="job-key" title="job key">key ${j.jobKey}</span>`
+    }</td><td data-label="State">${badge(j.state)}</td><td class="num" data-label="Priority">${j.priority}</td><td class="num" data-label="Attempts">${j.attempt}</td><td class="nowrap" data-label="Scheduled for">${when(j.scheduleTime, v.now)}</td><td class="nowrap" data-label="Created">${when(j.createdAt, v.now)}</td><td class="nowrap" data-label="Updated">${when(j.updatedAt, v.now)}</td></tr>`
   )
   const prev =
     v.page > 1 ? html`<a href="${Filters.href(frame.prefix, v.filters, Math.min(v.page - 1, pages))}" rel="prev">← Newer</a>` : html`<span class="off">← Newer</span>`

@@ -106,6 +106,7 @@ form.filters label{display:flex;flex-direction:column;font-size:13px;color:var(-
 form.filters input,form.filters select{width:100%;font:inherit;font-size:14px;padding:6px 8px;border:1px solid #cbd2dd;border-radius:6px;background:#fff}
 form.filters .buttons{display:flex;gap:10px;align-items:center}
 .s-Retried{background:#e8eefc;color:var(--accent)}
+.s-Replaced,.s-Joined{background:#f1f1f4;color:#4a5568}
 dl.facts{grid-template-columns:max-content minmax(0,1fr)}dl.facts dd{overflow-wrap:anywhere}
 .badge{white-space:nowrap;overflow-wrap:normal}
 time{text-decoration:underline dotted #b4bcc8}
@@ -263,7 +264,11 @@ ${families.length === 0
     html`<div class="titlebar"><p><a href="${frame.prefix}/jobs">← All jobs</a></p>${refreshButton}</div><h1 class="wrap">${j.type} ${badge(j.state)}</h1><p class="lead mono wrap">${j.id}</p>
 ${flashBanner(v.flash)}${v.actions ?? ""}
 <div class="grid2"><div class="card"><dl class="facts">
-<dt>Type</dt><dd>${j.type}</dd><dt>Handler</dt><dd>${j.handler ?? "—"}</dd><dt>State</dt><dd>${j.state}</dd>
+<dt>Type</dt><dd>${j.type}</dd><dt>Handler</dt><dd>${j.handler ?? "—"}</dd><dt>State</dt><dd>${j.state}</dd>${
+  j.jobKey === undefined
+    ? ""
+    : html`<dt>Job key</dt><dd class="mono wrap" data-testid="job-key"><a href="${frame.prefix}/jobs?${new URLSearchParams({ type: j.type, jobKey: j.jobKey }).toString()}">${j.jobKey}</a></dd>`
+}
 <dt>Priority</dt><dd data-testid="priority">${j.priority}</dd>
 <dt>Attempts</dt><dd>${j.attempt}</dd><dt>Scheduled for</dt><dd>${when(j.scheduleTime, now)}</dd><dt>Created</dt><dd>${when(j.createdAt, now)}</dd>
 <dt>Updated</dt><dd>${when(j.updatedAt, now)}</dd><dt>Claimed by</dt><dd>${j.lockedBy ?? "—"}${j.leaseUntil === null ? "" : html` until ${when(j.leaseUntil, now)}`}</dd>
@@ -284,11 +289,15 @@ export interface TypeCounters {
   readonly requeued: number
   readonly failed: number
   readonly deleted: number
+  /** Enqueues that joined a job holding their job key (`stats:deduplicated`, since 1.1.0). */
+  readonly deduplicated: number
+  /** Enqueues that replaced the payload of a job holding their job key (`stats:replaced`, since 1.1.0). */
+  readonly replaced: number
 }
 
 /** Groups counter keys by job type (`stats:<counter>:<type>`) and the global totals (`stats:<counter>`). */
 export const groupCounters = (counters: ReadonlyMap<string, number>) => {
-  const totals = { succeeded: 0, requeued: 0, failed: 0, deleted: 0 } as Record<string, number>
+  const totals = { succeeded: 0, requeued: 0, failed: 0, deleted: 0, deduplicated: 0, replaced: 0 } as Record<string, number>
   const byType = new Map<string, Record<string, number>>()
   for (const [key, value] of counters) {
     const m = /^stats:([^:]+)(?::(.+))?$/.exec(key)
@@ -302,7 +311,15 @@ export const groupCounters = (counters: ReadonlyMap<string, number>) => {
     }
   }
   const types: Array<TypeCounters> = [...byType.entries()]
-    .map(([type, r]) => ({ type, succeeded: r.succeeded ?? 0, requeued: r.requeued ?? 0, failed: r.failed ?? 0, deleted: r.deleted ?? 0 }))
+    .map(([type, r]) => ({
+      type,
+      succeeded: r.succeeded ?? 0,
+      requeued: r.requeued ?? 0,
+      failed: r.failed ?? 0,
+      deleted: r.deleted ?? 0,
+      deduplicated: r.deduplicated ?? 0,
+      replaced: r.replaced ?? 0
+    }))
     .sort((a, b) => (a.type < b.type ? -1 : a.type > b.type ? 1 : 0))
   return { totals, types }
 }
@@ -325,12 +342,12 @@ export const countersPage = (frame: Frame, counters: ReadonlyMap<string, number>
     "counters",
     "Counters",
     html`<h1>Counters</h1><p class="lead">Totals since the store was created. If requeued keeps outpacing succeeded for a job type, its concurrency slot count is too low: raise the limit (declared, at enqueue, or as an admin override) until the two even out.</p>
-<div class="stats">${stat("succeeded", "succeeded")}${stat("requeued", "requeued")}${stat("failed", "failed")}${stat("deleted", "deleted")}</div>
+<div class="stats">${stat("succeeded", "succeeded")}${stat("requeued", "requeued")}${stat("failed", "failed")}${stat("deleted", "deleted")}${stat("deduplicated", "deduplicated")}${stat("replaced", "replaced")}</div>
 ${types.length === 0
   ? html`<div class="card muted">No job has finished an attempt yet.</div>`
   : html`<div class="card"><h2>Requeued vs succeeded per job type</h2>${chart}</div>
-<table><thead><tr><th>Job type</th><th class="num">Succeeded</th><th class="num">Requeued</th><th class="num">Requeued / succeeded</th><th class="num">Failed</th><th class="num">Deleted</th></tr></thead><tbody>${types.map(
-      (t) => html`<tr${raw(t.requeued > t.succeeded ? ' class="hot" title="requeued outpaces succeeded"' : "")}><td>${t.type}</td><td class="num">${t.succeeded}</td><td class="num">${t.requeued}</td><td class="num">${ratio(t)}</td><td class="num">${t.failed}</td><td class="num">${t.deleted}</td></tr>`
+<table><thead><tr><th>Job type</th><th class="num">Succeeded</th><th class="num">Requeued</th><th class="num">Requeued / succeeded</th><th class="num">Failed</th><th class="num">Deleted</th><th class="num" title="enqueues that joined a job holding their job key">Deduplicated</th><th class="num" title="enqueues that replaced the payload of a job holding their job key">Replaced</th></tr></thead><tbody>${types.map(
+      (t) => html`<tr${raw(t.requeued > t.succeeded ? ' class="hot" title="requeued outpaces succeeded"' : "")}><td>${t.type}</td><td class="num">${t.succeeded}</td><td class="num">${t.requeued}</td><td class="num">${ratio(t)}</td><td class="num">${t.failed}</td><td class="num">${t.deleted}</td><td class="num">${t.deduplicated}</td><td class="num">${t.replaced}</td></tr>`
     )}</tbody></table>`}`
   )
 }

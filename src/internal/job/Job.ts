@@ -44,8 +44,29 @@ export class Job extends Schema.Class<Job>("Job")({
    *
    * @since 1.1.0
    */
-  priority: Schema.Number
+  priority: Schema.Number,
+  /**
+   * The job key it was enqueued with (`JobParameters.withJobKey` / `withThrottle` / `withDebounce`), if any.
+   *
+   * @since 1.1.0
+   */
+  jobKey: Schema.optional(Schema.String)
 }) {}
+
+/**
+ * The job key of a row to insert (see `JobParameters.withJobKey`): the key (scoped to the job type),
+ * what an insert that finds a live holder of the key does (`mode`), and how long the new row holds it:
+ * - `Pending`: while Scheduled or Enqueued;
+ * - `Processing`: while Scheduled, Enqueued or Processing;
+ * - `Throttle`: for `windowMs` from its creation, whatever its state.
+ */
+export interface NewJobKey {
+  readonly key: string
+  readonly mode: "keep" | "replace" | "replacePayload"
+  readonly hold: "Pending" | "Processing" | "Throttle"
+  /** The throttle window (hold `Throttle` only). */
+  readonly windowMs?: number | undefined
+}
 
 /** A row to insert at publish. */
 export interface NewJob {
@@ -62,6 +83,8 @@ export interface NewJob {
    * @since 1.1.0
    */
   readonly priority?: number | undefined
+  /** Its job key, if any (see {@link NewJobKey}). */
+  readonly jobKey?: NewJobKey | undefined
 }
 
 /** One audit-log entry. */

@@ -48,6 +48,10 @@ export type LogKind =
   | "Retried"
   /** An operator deleted a pending or Failed job (dashboard). */
   | "Deleted"
+  /** An enqueue with the job's key replaced its payload (and time) (since 1.1.0). */
+  | "Replaced"
+  /** An enqueue with the job's key joined it instead of creating a job (since 1.1.0). */
+  | "Joined"
 
 /** The state a job row takes after an outcome. */
 export const stateOf = (outcome: Outcome, now: Date): JobState => {

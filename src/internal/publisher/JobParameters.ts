@@ -5,9 +5,10 @@
  * @since 0.1.0
  */
 import * as Duration from "effect/Duration"
+import * as Option from "effect/Option"
 import * as Result from "effect/Result"
+import * as InvalidArgument from "../error/InvalidArgument.js"
 import type { ConcurrencyDraft } from "../concurrency/Concurrency.js"
-import type { InvalidArgument } from "../error/InvalidArgument.js"
 import * as Priority from "../job/Priority.js"
 import * as Declaration from "../policy/Declaration.js"
 import { InvalidPolicy } from "../policy/InvalidPolicy.js"
@@ -43,6 +44,61 @@ export interface ConcurrencyParameterOptions {
   readonly requeue?: boolean | undefined
 }
 
+/**
+ * What an enqueue with a job key does when a live job of its type already holds the key:
+ * - `keep`: nothing (the enqueue joins the holder and answers its id);
+ * - `replace`: replaces the holder's payload and schedule time (graphile-worker's default);
+ * - `replacePayload`: replaces its payload, keeps its time.
+ *
+ * @since 1.1.0
+ * @category models
+ */
+export type JobKeyMode = "keep" | "replace" | "replacePayload"
+
+/**
+ * The options of `withJobKey`: `mode` (default `replace`), and `includeProcessing` (default false:
+ * only a Scheduled or Enqueued job holds its key; true: a Processing one too — mode `keep` only).
+ *
+ * @since 1.1.0
+ * @category models
+ */
+export interface JobKeyOptions {
+  readonly mode?: JobKeyMode | undefined
+  readonly includeProcessing?: boolean | undefined
+}
+
+/**
+ * The job key set by `withJobKey`, `withThrottle` or `withDebounce` (the last of them wins): the key,
+ * the mode, how long a job holds it (`Pending`, `Processing`, `Throttle` for `windowMs`), and for a
+ * debounce its delay (the job's time is the enqueue's plus `delayMs`).
+ */
+export interface JobKeyParameter {
+  readonly kind: "key" | "throttle" | "debounce"
+  readonly key: string
+  readonly mode: JobKeyMode
+  readonly hold: "Pending" | "Processing" | "Throttle"
+  readonly windowMs?: number | undefined
+  readonly delayMs?: number | undefined
+}
+
+/** The longest job key (characters). */
+export const MAX_JOB_KEY = 512
+
+const keyRule = (key: unknown): string | undefined =>
+  typeof key !== "string"
+    ? "must be a string"
+    : key.length === 0
+      ? "must not be empty"
+      : key.length > MAX_JOB_KEY
+        ? `must be at most ${MAX_JOB_KEY} characters`
+        : InvalidArgument.nameRule(key)
+
+/** A duration of a throttle window or a debounce delay in ms (finite, > 0), or undefined. */
+const positiveMillis = (d: Duration.Input): number | undefined => {
+  const ms = Option.getOrUndefined(Option.map(Duration.fromInput(d), Duration.toMillis))
+  return ms !== undefined && Number.isFinite(ms) && ms > 0 ? ms : undefined
+}
+
 /** A bare total cap (`{ group, limit }`, the 4th argument before 0.3.0) or options. */
 const splitOptions = (o: TotalCap | ConcurrencyParameterOptions | undefined): ConcurrencyParameterOptions =>
   o === undefined ? {} : typeof o === "object" && o !== null && ("group" in o || "limit" in o) ? { total: o as TotalCap } : (o as ConcurrencyParameterOptions)
@@ -53,7 +109,9 @@ export class JobParameters {
     /** The explicit entries, by family. */
     readonly entries: ReadonlyMap<FamilyName, Declaration.Declaration>,
     /** The first invalid input given to the builder; `Publisher` fails with it. */
-    readonly error: InvalidPolicy | InvalidArgument | undefined,
+    readonly error: InvalidPolicy | InvalidArgument.InvalidArgument | undefined,
+    /** The job key (since 1.1.0), if one was set. */
+    readonly jobKey: JobKeyParameter | undefined = undefined,
     /**
      * The explicit priority (`withPriority`), if any: it wins over the handler's and the contract's.
      *
@@ -69,10 +127,10 @@ export class JobParameters {
 
   private with(d: Result.Result<Declaration.Declaration, InvalidPolicy>): JobParameters {
     if (this.error !== undefined) return this
-    if (Result.isFailure(d)) return new JobParameters(this.entries, d.failure, this.priority)
+    if (Result.isFailure(d)) return new JobParameters(this.entries, d.failure, this.jobKey, this.priority)
     const next = new Map(this.entries)
     next.set(d.success.family, d.success)
-    return new JobParameters(next, undefined, this.priority)
+    return new JobParameters(next, undefined, this.jobKey, this.priority)
   }
 
   /**
@@ -85,7 +143,60 @@ export class JobParameters {
   withPriority(priority: number): JobParameters {
     if (this.error !== undefined) return this
     const e = Priority.check("JobParameters.withPriority", priority)
-    return new JobParameters(this.entries, e, e === undefined ? priority : this.priority)
+    return new JobParameters(this.entries, e, this.jobKey, e === undefined ? priority : this.priority)
+  }
+
+  private withKey(entry: string, key: string, k: Omit<JobKeyParameter, "key">, bad?: InvalidArgument.InvalidArgument): JobParameters {
+    if (this.error !== undefined) return this
+    const rule = keyRule(key)
+    if (rule !== undefined) return new JobParameters(this.entries, InvalidArgument.make(entry, "jobKey", key, rule), this.jobKey, this.priority)
+    if (bad !== undefined) return new JobParameters(this.entries, bad, this.jobKey, this.priority)
+    return new JobParameters(this.entries, undefined, { ...k, key }, this.priority)
+  }
+
+  /**
+   * A job key (since 1.1.0): while a job of this contract holds `key`, an enqueue with the same key
+   * creates no job; by `options.mode` it replaces the holder's payload and time (`replace`, the
+   * default), its payload only (`replacePayload`), or nothing (`keep`), and answers the holder's id. A
+   * job holds its key while Scheduled or Enqueued (`includeProcessing: true`, mode `keep` only: while
+   * Processing too). Keys are scoped per job type; at most 512 characters. One of `withJobKey`,
+   * `withThrottle`, `withDebounce` per parameters: the last one called wins.
+   */
+  withJobKey(key: string, options?: JobKeyOptions): JobParameters {
+    const mode = options?.mode ?? "replace"
+    const processing = options?.includeProcessing === true
+    const entry = "JobParameters.withJobKey"
+    const bad =
+      mode !== "keep" && mode !== "replace" && mode !== "replacePayload"
+        ? InvalidArgument.make(entry, "options.mode", mode, "must be 'keep', 'replace' or 'replacePayload'")
+        : processing && mode !== "keep"
+          ? InvalidArgument.make(entry, "options.includeProcessing", true, "applies to mode 'keep' only (a Processing job cannot be replaced)")
+          : undefined
+    return this.withKey(entry, key, { kind: "key", mode, hold: processing ? "Processing" : "Pending" }, bad)
+  }
+
+  /**
+   * A throttle (since 1.1.0): at most one job of `key` per `window`. An enqueue within `window` of the
+   * creation of the job that holds the key joins it (whatever its state, even finished) and answers
+   * its id; later, it creates a job that holds the key for the next window.
+   */
+  withThrottle(key: string, window: Duration.Input): JobParameters {
+    const windowMs = positiveMillis(window)
+    const entry = "JobParameters.withThrottle"
+    const bad = windowMs === undefined ? InvalidArgument.make(entry, "window", window, "must be a finite duration > 0") : undefined
+    return this.withKey(entry, key, { kind: "throttle", mode: "keep", hold: "Throttle", windowMs }, bad)
+  }
+
+  /**
+   * A debounce (since 1.1.0): the job runs once, `delay` after the LAST enqueue of `key`: each enqueue
+   * while one is pending replaces its payload and pushes its time to now + `delay` (mode `replace`).
+   * Not with a schedule's own time (`schedule`, `submit` with `at`).
+   */
+  withDebounce(key: string, delay: Duration.Input): JobParameters {
+    const delayMs = positiveMillis(delay)
+    const entry = "JobParameters.withDebounce"
+    const bad = delayMs === undefined ? InvalidArgument.make(entry, "delay", delay, "must be a finite duration > 0") : undefined
+    return this.withKey(entry, key, { kind: "debounce", mode: "replace", hold: "Pending", delayMs }, bad)
   }
 
   /**

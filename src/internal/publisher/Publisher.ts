@@ -17,9 +17,10 @@ import type * as Schema from "effect/Schema"
 import * as JobMetadata from "../policy/JobMetadata.js"
 import type { InvalidPolicy } from "../policy/InvalidPolicy.js"
 import { type ConcurrencyPolicy, TimeoutPolicy } from "../policy/PolicyValues.js"
-import { JobStore } from "../store/JobStore.js"
+import { JobStore, type Submitted } from "../store/JobStore.js"
 import type { StoreError } from "../store/StoreError.js"
 import type { JobContract, MessageContract } from "../job/Contract.js"
+import type { NewJob, NewJobKey } from "../job/Job.js"
 import * as InvalidArgument from "../error/InvalidArgument.js"
 import type { InvalidPayload } from "../job/errors.js"
 import * as PayloadCodec from "../job/PayloadCodec.js"
@@ -28,6 +29,8 @@ import * as JobId from "../job/JobId.js"
 import { JobParameters } from "./JobParameters.js"
 import * as Telemetry from "../observability/Telemetry.js"
 import { Registry } from "../job/Registry.js"
+
+export type { Submitted }
 
 /** Errors of publishing. */
 export type PublishError = InvalidPayload | InvalidPolicy | InvalidArgument.InvalidArgument | StoreError
@@ -78,6 +81,22 @@ export interface PublisherService {
   readonly enqueue: <A, I>(contract: JobContract<string, A, I>, payload: A, params?: JobParameters) => Effect.Effect<string, PublishError>
   /** Schedules a job to run at `at`; returns its id. */
   readonly schedule: <A, I>(contract: JobContract<string, A, I>, payload: A, at: Date, params?: JobParameters) => Effect.Effect<string, PublishError>
+  /**
+   * Enqueues a job (at `at`: schedules it) and says what happened (since 1.1.0): `Created`, or, with a
+   * job key (`JobParameters.withJobKey` / `withThrottle` / `withDebounce`), `Replaced` or `Joined` the job
+   * that holds the key; `id` is the job holding the key.
+   */
+  readonly submit: <A, I>(contract: JobContract<string, A, I>, payload: A, params?: JobParameters, at?: Date) => Effect.Effect<Submitted, PublishError>
+  /**
+   * Enqueues many jobs (at `at`: schedules them), saying what happened to each, in order (since 1.1.0).
+   * Items with the same job key resolve in order: a later one replaces or joins the earlier one's job.
+   */
+  readonly submitMany: <A, I>(
+    contract: JobContract<string, A, I>,
+    payloads: Iterable<A>,
+    params?: BatchParameters<A>,
+    at?: Date | ((payload: A, index: number) => Date)
+  ) => Effect.Effect<ReadonlyArray<Submitted>, BatchPublishError>
   /** Publishes a message: one child job per registered handler; returns the child ids. */
   readonly publish: <A, I>(contract: MessageContract<string, A, I>, payload: A, params?: JobParameters) => Effect.Effect<ReadonlyArray<string>, PublishError>
   /**
@@ -188,9 +207,11 @@ const encodePayload = <A, I>(entry: string, contract: { readonly name: string; r
 /** A producer span (`warp.enqueue` / `warp.publish`) with the job type and the id(s) written. */
 const traced =
   (name: string, type: string) =>
-  <A extends string | ReadonlyArray<string>, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+  <A extends string | ReadonlyArray<string> | Submitted, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
     self.pipe(
-      Effect.tap((ids) => Effect.annotateCurrentSpan(Telemetry.attributes.jobId, typeof ids === "string" ? ids : ids.join(","))),
+      Effect.tap((ids) =>
+        Effect.annotateCurrentSpan(Telemetry.attributes.jobId, typeof ids === "string" ? ids : Array.isArray(ids) ? ids.join(",") : (ids as Submitted).id)
+      ),
       Effect.withSpan(name, { kind: "producer", attributes: { [Telemetry.attributes.jobType]: type } }, { captureStackTrace: false })
     )
 
@@ -252,23 +273,48 @@ const metadataOf = (contract: JobContract | MessageContract, now: Date, handler:
   }
 }
 
+/** A message contract's publish with a job key: refused (job keys apply to jobs). */
+const noKey = (entry: string, params: JobParameters): InvalidArgument.InvalidArgument | undefined =>
+  params.jobKey === undefined ? undefined : InvalidArgument.make(entry, "params", params.jobKey.key, "must not carry a job key (job keys apply to jobs)")
+
+/** The row's job key, or undefined. */
+const rowKey = (params: JobParameters): NewJobKey | undefined => {
+  const k = params.jobKey
+  return k === undefined ? undefined : { key: k.key, mode: k.mode, hold: k.hold, ...(k.windowMs === undefined ? {} : { windowMs: k.windowMs }) }
+}
+
+/** A debounce's own time: `now` + its delay (undefined without a debounce). */
+const debounceAt = (params: JobParameters, now: Date): Date | undefined =>
+  params.jobKey?.delayMs === undefined ? undefined : new Date(now.getTime() + params.jobKey.delayMs)
+
+/** A debounce sets the job's time: a schedule's own `at` with it is refused. */
+const debounceWithAt = (entry: string, at: unknown): InvalidArgument.InvalidArgument =>
+  InvalidArgument.make(entry, "at", at, "must be absent with withDebounce (the debounce sets the time)")
+
+const idOf = (s: Submitted): string => s.id
+const idsOf = (s: ReadonlyArray<Submitted>): ReadonlyArray<string> => s.map(idOf)
+
 /** Builds the publisher on the `JobStore` and `Registry` in context. */
 export const make = Effect.gen(function* () {
   const store = yield* JobStore
   const registry = yield* Registry
 
-  const insertOne = <A, I>(contract: JobContract<string, A, I>, payload: A, at: Date | undefined, params: JobParameters) =>
+  const insertOne = <A, I>(contract: JobContract<string, A, I>, payload: A, given: Date | undefined, params: JobParameters, entry?: string) =>
     Effect.gen(function* () {
+      const name = entry ?? (given === undefined ? "Publisher.enqueue" : "Publisher.schedule")
       if (params.error !== undefined) return yield* Effect.fail(params.error)
-      if (at !== undefined && !(at instanceof Date && Number.isFinite(at.getTime()))) {
-        return yield* Effect.fail(InvalidArgument.make("Publisher.schedule", "at", at, "must be a valid Date"))
+      if (given !== undefined && !(given instanceof Date && Number.isFinite(given.getTime()))) {
+        return yield* Effect.fail(InvalidArgument.make(name, "at", given, "must be a valid Date"))
       }
-      const encoded = yield* encodePayload(at === undefined ? "Publisher.enqueue" : "Publisher.schedule", contract, payload)
+      if (given !== undefined && params.jobKey?.kind === "debounce") return yield* Effect.fail(debounceWithAt(name, given))
+      const encoded = yield* encodePayload(name, contract, payload)
       const now = new Date(yield* Clock.currentTimeMillis)
       const id = JobId.make()
+      const at = given ?? debounceAt(params, now)
       const scheduled = at !== undefined && at.getTime() > now.getTime()
       const handler = Option.getOrUndefined(registry.lookup(contract.name, null))?.handler
-      yield* store.insert([
+      const jobKey = rowKey(params)
+      const [submitted] = yield* store.insert([
         {
           id,
           type: contract.name,
@@ -277,21 +323,23 @@ export const make = Effect.gen(function* () {
           state: scheduled ? "Scheduled" : "Enqueued",
           scheduleTime: scheduled ? at : now,
           metadata: JobMetadata.encode(publishMetadata(contract, params, now, handler)),
-          priority: priorityOf(contract, params, handler)
+          priority: priorityOf(contract, params, handler),
+          ...(jobKey === undefined ? {} : { jobKey })
         }
       ])
-      return id
+      return submitted ?? ({ _tag: "Created", id } as const)
     })
 
   const insertMany = <A, I>(
     contract: JobContract<string, A, I>,
     payloads: Iterable<A>,
     at: Date | ((payload: A, index: number) => Date) | undefined,
-    params: BatchParameters<A>
+    params: BatchParameters<A>,
+    name?: string
   ) =>
     Effect.gen(function* () {
       const list = Array.from(payloads)
-      const entry = at === undefined ? "Publisher.enqueueMany" : "Publisher.scheduleMany"
+      const entry = name ?? (at === undefined ? "Publisher.enqueueMany" : "Publisher.scheduleMany")
       const items = yield* checkBatch(entry, contract, list, params)
       // every item's date is checked before anything is written, like its payload
       const dates = list.map((payload, i) => (typeof at === "function" ? at(payload, i) : at))
@@ -302,12 +350,20 @@ export const make = Effect.gen(function* () {
           new InvalidBatchItem({ type: contract.name, index: badDate, cause, message: `Item ${badDate} of ${contract.name}: ${cause.message}` })
         )
       }
+      const debounced = items.findIndex((item, i) => item.params.jobKey?.kind === "debounce" && dates[i] !== undefined)
+      if (debounced >= 0) {
+        const cause = debounceWithAt(entry, dates[debounced])
+        return yield* Effect.fail(
+          new InvalidBatchItem({ type: contract.name, index: debounced, cause, message: `Item ${debounced} of ${contract.name}: ${cause.message}` })
+        )
+      }
       const now = new Date(yield* Clock.currentTimeMillis)
       const handler = Option.getOrUndefined(registry.lookup(contract.name, null))?.handler
       const metadata = metadataOf(contract, now, handler)
-      const rows = items.map((item, i) => {
-        const when = dates[i]
+      const rows = items.map((item, i): NewJob => {
+        const when = dates[i] ?? debounceAt(item.params, now)
         const scheduled = when !== undefined && when.getTime() > now.getTime()
+        const jobKey = rowKey(item.params)
         return {
           id: JobId.make(),
           type: contract.name,
@@ -316,21 +372,27 @@ export const make = Effect.gen(function* () {
           state: scheduled ? ("Scheduled" as const) : ("Enqueued" as const),
           scheduleTime: scheduled ? when : now,
           metadata: metadata(item.params),
-          priority: priorityOf(contract, item.params, handler)
+          priority: priorityOf(contract, item.params, handler),
+          ...(jobKey === undefined ? {} : { jobKey })
         }
       })
-      yield* store.insert(rows)
-      return rows.map((r) => r.id)
+      return yield* store.insert(rows)
     })
 
   const service: PublisherService = {
     enqueue: (contract, payload, params = JobParameters.make()) =>
-      insertOne(contract, payload, undefined, params).pipe(traced(Telemetry.spans.enqueue, contract.name)),
+      insertOne(contract, payload, undefined, params).pipe(Effect.map(idOf), traced(Telemetry.spans.enqueue, contract.name)),
     schedule: (contract, payload, at, params = JobParameters.make()) =>
-      insertOne(contract, payload, at, params).pipe(traced(Telemetry.spans.enqueue, contract.name)),
+      insertOne(contract, payload, at, params).pipe(Effect.map(idOf), traced(Telemetry.spans.enqueue, contract.name)),
+    submit: (contract, payload, params = JobParameters.make(), at) =>
+      insertOne(contract, payload, at, params, "Publisher.submit").pipe(traced(Telemetry.spans.enqueue, contract.name)),
+    submitMany: (contract, payloads, params = JobParameters.make(), at) =>
+      insertMany(contract, payloads, at, params, "Publisher.submitMany").pipe(tracedBatch(Telemetry.spans.enqueue, contract.name)),
     publish: (contract, payload, params = JobParameters.make()) =>
       Effect.gen(function* () {
         if (params.error !== undefined) return yield* Effect.fail(params.error)
+        const keyed = noKey("Publisher.publish", params)
+        if (keyed !== undefined) return yield* Effect.fail(keyed)
         const encoded = yield* encodePayload("Publisher.publish", contract, payload)
         const now = new Date(yield* Clock.currentTimeMillis)
         const rows = registry.messageHandlers(contract.name).map((r) => ({
@@ -347,12 +409,21 @@ export const make = Effect.gen(function* () {
         return rows.map((r) => r.id)
       }).pipe(traced(Telemetry.spans.publish, contract.name)),
     enqueueMany: (contract, payloads, params = JobParameters.make()) =>
-      insertMany(contract, payloads, undefined, params).pipe(tracedBatch(Telemetry.spans.enqueue, contract.name)),
+      insertMany(contract, payloads, undefined, params).pipe(Effect.map(idsOf), tracedBatch(Telemetry.spans.enqueue, contract.name)),
     scheduleMany: (contract, payloads, at, params = JobParameters.make()) =>
-      insertMany(contract, payloads, at, params).pipe(tracedBatch(Telemetry.spans.enqueue, contract.name)),
+      insertMany(contract, payloads, at, params).pipe(Effect.map(idsOf), tracedBatch(Telemetry.spans.enqueue, contract.name)),
     publishMany: (contract, payloads, params = JobParameters.make()) =>
       Effect.gen(function* () {
         const items = yield* checkBatch("Publisher.publishMany", contract, Array.from(payloads), params)
+        const keyed = items.findIndex((item) => item.params.jobKey !== undefined)
+        if (keyed >= 0) {
+          const cause = noKey("Publisher.publishMany", items[keyed]!.params)!
+          return yield* Effect.fail(
+            typeof params === "function"
+              ? new InvalidBatchItem({ type: contract.name, index: keyed, cause, message: `Item ${keyed} of ${contract.name}: ${cause.message}` })
+              : cause
+          )
+        }
         const now = new Date(yield* Clock.currentTimeMillis)
         const handlers = registry
           .messageHandlers(contract.name)

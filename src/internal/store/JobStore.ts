@@ -11,7 +11,7 @@ import type * as Option from "effect/Option"
 import type * as Scope from "effect/Scope"
 import * as Schema from "effect/Schema"
 import type * as Stream from "effect/Stream"
-import type { Job, JobDetail, NewJob } from "../job/Job.js"
+import type { Job, JobDetail, NewJob, NewJobKey } from "../job/Job.js"
 import type { JobState } from "../job/JobState.js"
 import type { LogKind, Outcome } from "../job/Outcome.js"
 import type { JobExpired, PruneResult, RetentionPlan } from "../job/Retention.js"
@@ -95,6 +95,51 @@ export interface FetchHint {
  * - `NotFound`: no job has this id.
  */
 export type CancelResult = "Cancelled" | "Cancelling" | "Finished" | "NotFound"
+
+/**
+ * What an enqueue did (see `Publisher.submit`): `Created` a job; `Replaced` the payload (and, mode
+ * `replace`, the time) of the pending job that held its job key; `Joined` the job that held the key
+ * (mode `keep`, a throttle window, or a holder that cannot be replaced any more). `id`: the job that now
+ * holds the key (the new one when `Created`).
+ *
+ * @since 1.1.0
+ * @category models
+ */
+export type Submitted =
+  | { readonly _tag: "Created"; readonly id: string }
+  | { readonly _tag: "Replaced"; readonly id: string }
+  | { readonly _tag: "Joined"; readonly id: string }
+
+/** The holder's audit text of an enqueue with job key `key` that replaced its payload. */
+export const replacedByKeyText = (key: string): string => `Replaced by an enqueue with job key '${key}'`
+
+/** The holder's audit text of an enqueue with job key `key` that joined it. */
+export const joinedByKeyText = (key: string): string => `Joined by an enqueue with job key '${key}'`
+
+/** The start of {@link joinedThrottleText}, before the window's seconds. */
+export const throttleJoinPrefix = "Joined by an enqueue within its throttle window of "
+
+/** The end of {@link joinedThrottleText}, after the window's seconds. */
+export const throttleJoinSuffix = (key: string): string => ` s (job key '${key}')`
+
+/** The holder's audit text of an enqueue that joined it within its throttle window of `windowMs`. */
+export const joinedThrottleText = (windowMs: number, key: string): string => `${throttleJoinPrefix}${windowMs / 1000}${throttleJoinSuffix(key)}`
+
+/** The counter of an enqueue that joined a job holding its key. */
+export const deduplicatedCounter = "stats:deduplicated"
+
+/** The counter of an enqueue that replaced the payload of a job holding its key. */
+export const replacedCounter = "stats:replaced"
+
+/**
+ * Whether a row holding job key (hold `hold`, throttle window end `until`) still holds it at `now`:
+ * `Pending` while Scheduled or Enqueued, `Processing` while Processing too, `Throttle` until its window
+ * ends. A holder that no longer holds is released by the next insert of its key (the lazy release).
+ */
+export const holdsKey = (state: JobState, hold: NewJobKey["hold"], until: number | undefined, now: number): boolean =>
+  hold === "Throttle"
+    ? until !== undefined && until > now
+    : state === "Scheduled" || state === "Enqueued" || (hold === "Processing" && state === "Processing")
 
 /** Why an operator's cancel ends a job: "by an operator", with the operator's reason when given. */
 export const operatorCause = (reason: string): string => `by an operator${reason === "" ? "" : `: ${reason}`}`
@@ -193,6 +238,8 @@ export interface JobFilter {
   readonly keyPrefix?: string | undefined
   /** Exactly this job type. */
   readonly type?: string | undefined
+  /** Exactly this job key (see `JobParameters.withJobKey`), held or not. */
+  readonly jobKey?: string | undefined
   /** In this state. */
   readonly state?: JobState | undefined
   /** In one of these states (with `state`: in both). */
@@ -250,8 +297,15 @@ export interface JobStoreService {
    * Inserts rows (all or none), each with an `Enqueued`/`Scheduled` creation entry first in its audit
    * trail (`JobStorePg` derives that entry from the row: one row write per job). Inside the caller's
    * `SqlClient.withTransaction`, the PostgreSQL store's write joins that transaction.
+   *
+   * Job keys (`NewJob.jobKey`): a row whose key (per type) is held by a live row (see {@link holdsKey})
+   * is not inserted: it replaces the holder's payload (and time, mode `replace`) when the holder is
+   * pending and its mode is not `keep`, else it joins it; the holder's trail gets the entry
+   * ({@link replacedByKeyText}, {@link joinedByKeyText}, {@link joinedThrottleText}) counted as
+   * {@link replacedCounter} / {@link deduplicatedCounter}. Rows of one call with the same key resolve in
+   * order. Returns what happened to each row, in order.
    */
-  readonly insert: (rows: ReadonlyArray<NewJob>) => Effect.Effect<void, StoreError>
+  readonly insert: (rows: ReadonlyArray<NewJob>) => Effect.Effect<ReadonlyArray<Submitted>, StoreError>
   /**
    * Claims up to `limit` due rows (pending with ScheduleTime <= now, or Processing with an expired
    * lease) for `workerId`, marks them Processing and bumps `attempt`. A row is never handed to two
@@ -413,6 +467,7 @@ export const isWindow = (limit: unknown, offset: unknown): boolean =>
 export const matchesFilter = (j: Job, f: JobFilter): boolean => {
   if (f.id !== undefined && j.id !== f.id) return false
   if (f.type !== undefined && j.type !== f.type) return false
+  if (f.jobKey !== undefined && j.jobKey !== f.jobKey) return false
   if (f.state !== undefined && j.state !== f.state) return false
   if (f.states !== undefined && !f.states.includes(j.state)) return false
   if (f.createdAfter !== undefined && j.createdAt.getTime() < f.createdAfter.getTime()) return false

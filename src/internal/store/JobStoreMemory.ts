@@ -14,8 +14,9 @@ import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as PubSub from "effect/PubSub"
 import * as Stream from "effect/Stream"
-import { Job, type JobLog } from "../job/Job.js"
+import { Job, type JobLog, type NewJob, type NewJobKey } from "../job/Job.js"
 import { originText } from "../job/Priority.js"
+import { groupKeyed, outcomesOf } from "./JobKeys.js"
 import { counterOf, logOf, stateOf } from "../job/Outcome.js"
 import { FOREVER_MS, HISTORY_MS, historyBucket, JobExpired, type PruneResult, type RetentionPlan, type TerminalState, planFor, terminal } from "../job/Retention.js"
 import {
@@ -30,7 +31,14 @@ import {
   claimOrder,
   concurrencyKeyOf,
   counterKeys,
+  deduplicatedCounter,
   emptyCounts,
+  holdsKey,
+  joinedByKeyText,
+  joinedThrottleText,
+  replacedByKeyText,
+  replacedCounter,
+  type Submitted,
   fairMerge,
   fairOf,
   fairTagOf,
@@ -70,6 +78,9 @@ export const make = Effect.flatMap(Effect.zip(SemaphoreProviderMemory.make, PubS
   const tombstones = new Map<string, { readonly type: string; readonly state: TerminalState; readonly finishedAt: Date; readonly prunedAt: Date }>()
   /** The per-key figures of pruned keyed jobs of the last day (see `KeyInsightMemory.MemoryState.history`). */
   const history: Array<KeyHistoryEntry> = []
+  /** Job keys: the row that last took each (type, key) (it holds it while `holdsKey` says so), and each keyed row's hold. */
+  const keyHolders = new Map<string, string>()
+  const keyHolds = new Map<string, { readonly hold: NewJobKey["hold"]; readonly until: number | undefined; readonly windowMs: number | undefined }>()
 
   /**
    * The rows expired under `plan` at `at`, oldest first: per (type, state), those ended before the later
@@ -171,9 +182,55 @@ export const make = Effect.flatMap(Effect.zip(SemaphoreProviderMemory.make, PubS
           for (const r of rows) {
             if (jobs.has(r.id)) return Effect.fail(new StoreError({ operation: "insert", cause: new Error(`duplicate id ${r.id}`) }))
           }
+          const results: Array<Submitted> = rows.map((r) => ({ _tag: "Created", id: r.id }))
+          // keyed rows: one effective row per (type, key), against the live holder if any (see `JobKeys`)
+          const written: Array<NewJob> = []
+          const keyed = rows.some((r) => r.jobKey !== undefined)
+          if (keyed) {
+            for (const g of groupKeyed(rows)) {
+              const slot = `${g.row.type}\u0000${g.row.jobKey.key}`
+              const heldBy = keyHolders.get(slot)
+              const holder = heldBy === undefined ? undefined : jobs.get(heldBy)
+              const hold = heldBy === undefined ? undefined : keyHolds.get(heldBy)
+              const live = holder !== undefined && hold !== undefined && holdsKey(holder.state, hold.hold, hold.until, at.getTime())
+              if (!live) {
+                written.push(g.row)
+                keyHolders.set(slot, g.row.id)
+                keyHolds.set(g.row.id, {
+                  hold: g.row.jobKey.hold,
+                  until: g.row.jobKey.hold === "Throttle" ? at.getTime() + (g.row.jobKey.windowMs ?? 0) : undefined,
+                  windowMs: g.row.jobKey.windowMs
+                })
+              }
+              const id = live ? holder.id : g.row.id
+              const replaceable = live && (holder.state === "Enqueued" || holder.state === "Scheduled")
+              const outcomes = outcomesOf(g, id, !live, replaceable)
+              g.indexes.forEach((index, i) => (results[index] = outcomes[i]!))
+              if (replaceable && g.mode !== "keep") {
+                jobs.set(
+                  id,
+                  clone(holder, {
+                    payload: structuredClone(g.row.payload),
+                    updatedAt: at,
+                    ...(g.mode === "replace" ? { state: g.row.state, scheduleTime: g.row.scheduleTime, priority: g.row.priority ?? 0 } : {})
+                  })
+                )
+              }
+              // the holder's trail: one entry per row of the group that did not create it
+              const key = g.row.jobKey.key
+              const throttled = (live ? hold!.hold : g.row.jobKey.hold) === "Throttle"
+              const windowMs = (live ? hold!.windowMs : g.row.jobKey.windowMs) ?? 0
+              for (const o of outcomes) {
+                if (o._tag === "Created") continue
+                const replaced = o._tag === "Replaced"
+                log(id, at, replaced ? "Replaced" : "Joined", replaced ? replacedByKeyText(key) : throttled ? joinedThrottleText(windowMs, key) : joinedByKeyText(key))
+                bump(replaced ? replacedCounter : deduplicatedCounter, g.row.type)
+              }
+            }
+          }
           const virtual = virtualTime(at)
           const last = new Map<string, number | undefined>()
-          for (const r of rows) {
+          for (const r of keyed ? rows.filter((r) => r.jobKey === undefined).concat(written) : rows) {
             const fair = fairOf(r.metadata)
             let fairTag: number | undefined
             if (fair !== undefined) {
@@ -196,11 +253,15 @@ export const make = Effect.flatMap(Effect.zip(SemaphoreProviderMemory.make, PubS
                 lockedBy: null,
                 leaseUntil: null,
                 ...(fairTag === undefined ? {} : { fairTag }),
-                priority: r.priority ?? 0
+                priority: r.priority ?? 0,
+                ...(r.jobKey === undefined ? {} : { jobKey: r.jobKey.key })
               })
             )
             if (r.state === "Scheduled") originFor.set(r.id, r.scheduleTime)
-            log(r.id, at, r.state, originText(r.state === "Scheduled" ? `Scheduled for ${r.scheduleTime.toISOString()}` : "Enqueued", r.priority ?? 0))
+            // the creation entry first in its trail (a row created by a group may have entries of the group's later rows)
+            const list = logs.get(r.id) ?? []
+            list.unshift({ jobId: r.id, at, kind: r.state, message: originText(r.state === "Scheduled" ? `Scheduled for ${r.scheduleTime.toISOString()}` : "Enqueued", r.priority ?? 0) })
+            logs.set(r.id, list)
           }
           // one hint per insert, as the PostgreSQL store's one notification per statement
           let due = 0
@@ -212,7 +273,7 @@ export const make = Effect.flatMap(Effect.zip(SemaphoreProviderMemory.make, PubS
           }
           if (due > 0) PubSub.publishUnsafe(hub, { _tag: "Due", count: due })
           if (earliest !== undefined) PubSub.publishUnsafe(hub, { _tag: "Future", inMs: earliest - at.getTime() })
-          return Effect.void
+          return Effect.succeed(results)
         })
       ),
 
@@ -428,6 +489,8 @@ export const make = Effect.flatMap(Effect.zip(SemaphoreProviderMemory.make, PubS
           }
           jobs.delete(j.id)
           logs.delete(j.id)
+          keyHolds.delete(j.id)
+          if (j.jobKey !== undefined && keyHolders.get(`${j.type}\u0000${j.jobKey}`) === j.id) keyHolders.delete(`${j.type}\u0000${j.jobKey}`)
           originFor.delete(j.id)
           holders.delete(j.id)
           if (plan.tombstoneMs > 0) tombstones.set(j.id, { type: j.type, state, finishedAt: j.updatedAt, prunedAt: at })

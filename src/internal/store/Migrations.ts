@@ -28,6 +28,7 @@ import core0011 from "../../../migrations/core/0011_warp_jobs_drop_due.js"
 import core0012 from "../../../migrations/core/0012_warp_counters_from_logs.js"
 import core0013 from "../../../migrations/core/0013_warp_retention.js"
 import core0014 from "../../../migrations/core/0014_warp_jobs_priority.js"
+import core0015 from "../../../migrations/core/0015_warp_jobs_job_key.js"
 
 const run = (migrations: Record<string, Effect.Effect<void, unknown, SqlClient.SqlClient>>, table: string) =>
   Migrator.make({})({ loader: Migrator.fromRecord(migrations), table })
@@ -50,7 +51,8 @@ export const coreMigrations: Record<string, Effect.Effect<void, unknown, SqlClie
   "0011_warp_jobs_drop_due": core0011,
   "0012_warp_counters_from_logs": core0012,
   "0013_warp_retention": core0013,
-  "0014_warp_jobs_priority": core0014
+  "0014_warp_jobs_priority": core0014,
+  "0015_warp_jobs_job_key": core0015
 }
 
 /**

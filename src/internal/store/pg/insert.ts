@@ -9,7 +9,8 @@ import type * as SqlClient from "effect/sql/SqlClient"
 import type * as Statement from "effect/sql/Statement"
 import * as Effect from "effect/Effect"
 import type { NewJob } from "../../job/Job.js"
-import { fairOf } from "../JobStore.js"
+import { fairOf, type Submitted } from "../JobStore.js"
+import { insertKeyed } from "./insertKeyed.js"
 import type { StoreError } from "../StoreError.js"
 import * as Wakeup from "../Wakeup.js"
 import { fail, lastTag, nextTag, virtualTime } from "./shared.js"
@@ -117,16 +118,44 @@ export const payloadOf = (rows: ReadonlyArray<NewJob>, now: number): string | un
   return Wakeup.insertPayload(due, earliest)
 }
 
+/** Each row `Created` under its own id (a call without job keys). */
+const created = (rows: ReadonlyArray<NewJob>): Array<Submitted> => rows.map((r) => ({ _tag: "Created", id: r.id }))
+
 /**
  * `JobStoreService.insert`: the rows in one statement, or in one per chunk inside a transaction;
- * `notify`: the statement (the last chunk's) sends the rows' one notification.
+ * `notify`: the statement (the last chunk's) sends the rows' one notification. Rows with a job key go
+ * through `./insertKeyed.ts`, in a transaction with the others.
  */
-export const insert = (sql: SqlClient.SqlClient, rows: ReadonlyArray<NewJob>, notify = false): Effect.Effect<void, StoreError> => {
-  if (rows.length === 0) return Effect.void
+export const insert = (sql: SqlClient.SqlClient, rows: ReadonlyArray<NewJob>, notify = false): Effect.Effect<ReadonlyArray<Submitted>, StoreError> => {
+  if (rows.length === 0) return Effect.succeed([])
   const payload = notify ? payloadOf(rows, Date.now()) : undefined
-  if (rows.length <= insertChunk) return insertRows(sql, rows, payload).pipe(Effect.mapError(fail("insert")))
+  if (rows.some((r) => r.jobKey !== undefined)) return insertWithKeys(sql, rows, payload)
+  if (rows.length <= insertChunk) return insertRows(sql, rows, payload).pipe(Effect.as(created(rows)), Effect.mapError(fail("insert")))
   const parts = chunks(rows, insertChunk)
   return sql.withTransaction(
     Effect.forEach(parts, (chunk, i) => insertRows(sql, chunk, i === parts.length - 1 ? payload : undefined), { discard: true })
-  ).pipe(Effect.mapError(fail("insert")))
+  ).pipe(Effect.as(created(rows)), Effect.mapError(fail("insert")))
+}
+
+/** A call with job keys: its keyless rows as any insert's, then its keyed ones, in one transaction (but for one key alone). */
+const insertWithKeys = (sql: SqlClient.SqlClient, rows: ReadonlyArray<NewJob>, payload: string | undefined): Effect.Effect<ReadonlyArray<Submitted>, StoreError> => {
+  const results = created(rows)
+  const plain = rows.filter((r) => r.jobKey === undefined)
+  const keyed = rows.filter((r) => r.jobKey !== undefined)
+  const indexes = rows.flatMap((r, i) => (r.jobKey === undefined ? [] : [i]))
+  const keyedResults: Array<Submitted> = created(keyed)
+  const write = Effect.gen(function* () {
+    for (const chunk of chunks(plain, insertChunk)) yield* insertRows(sql, chunk)
+    yield* insertKeyed(sql, keyed, keyedResults, payload, insertChunk)
+  })
+  // one key and nothing else (a single keyed enqueue): its one statement needs no transaction of its
+  // own — a second one runs only when the first released a stale holder and wrote nothing else
+  const oneKey = plain.length === 0 && keyed.every((r) => r.type === keyed[0]!.type && r.jobKey!.key === keyed[0]!.jobKey!.key)
+  return (oneKey ? write : sql.withTransaction(write)).pipe(
+    Effect.map(() => {
+      indexes.forEach((index, k) => (results[index] = keyedResults[k]!))
+      return results
+    }),
+    Effect.mapError(fail("insert"))
+  )
 }

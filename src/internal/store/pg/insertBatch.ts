@@ -5,6 +5,10 @@
  * statement; nothing waits for a batch to fill. Each statement commits on its own, and a producer's
  * enqueue returns once the statement holding its row has committed.
  *
+ * Rows with a job key are batched too: the batch's keyed rows go through `./insertKeyed.ts` (rows of one
+ * key resolve in the order their producers queued them), and each producer gets its own row's
+ * `Submitted`.
+ *
  * Never batched: an insert inside the caller's `SqlClient.withTransaction` (it must join that
  * transaction: commit publishes, rollback publishes nothing) and inserts of several rows (one call's
  * rows stay all or none in their own statement). A producer interrupted while its row waits in the queue
@@ -28,6 +32,7 @@ import type * as Scope from "effect/Scope"
 import type * as Tracer from "effect/Tracer"
 import type { NewJob } from "../../job/Job.js"
 import * as Telemetry from "../../observability/Telemetry.js"
+import type { Submitted } from "../JobStore.js"
 import type { StoreError } from "../StoreError.js"
 import { flushBatch, type Waiting } from "./batching.js"
 import { insert } from "./insert.js"
@@ -38,7 +43,7 @@ export const INSERT_BATCH = 256
 /** Statements a process runs at once for batched inserts (more batches wait in the queue). */
 const FLUSHERS = 2
 
-interface Pending extends Waiting<void> {
+interface Pending extends Waiting<Submitted> {
   readonly row: NewJob
   /** The producer's span when it enqueued (the statement's span descends from or links to it). */
   readonly span: Option.Option<Tracer.AnySpan>
@@ -54,11 +59,12 @@ const flush = (sql: SqlClient.SqlClient, batch: ReadonlyArray<Pending>, notify: 
   const spans: Array<Tracer.AnySpan> = []
   for (const p of batch) if (Option.isSome(p.span)) spans.push(p.span.value)
   const [parent, ...others] = spans
+  const position = new Map(batch.map((p, i) => [p, i] as const))
   return flushBatch(
     batch,
-    (p) => insert(sql, [p.row], notify),
+    (p) => Effect.map(insert(sql, [p.row], notify), (r) => r[0]!),
     () => insert(sql, batch.map((p) => p.row), notify),
-    () => undefined
+    (p, results) => results[position.get(p)!]!
   ).pipe(
     Effect.withSpan(
       Telemetry.spans.insertBatch,
@@ -82,7 +88,7 @@ const flush = (sql: SqlClient.SqlClient, batch: ReadonlyArray<Pending>, notify: 
 export const makeBatchedInsert = (
   sql: SqlClient.SqlClient,
   notify = false
-): Effect.Effect<(rows: ReadonlyArray<NewJob>) => Effect.Effect<void, StoreError>, never, Scope.Scope> =>
+): Effect.Effect<(rows: ReadonlyArray<NewJob>) => Effect.Effect<ReadonlyArray<Submitted>, StoreError>, never, Scope.Scope> =>
   Effect.gen(function* () {
     const queue = yield* Effect.acquireRelease(Queue.unbounded<Pending>(), Queue.shutdown)
     const takeBatch = Effect.map(Queue.takeBetween(queue, 1, INSERT_BATCH), (taken) => {
@@ -93,7 +99,7 @@ export const makeBatchedInsert = (
     const flusher = Effect.forever(Effect.flatMap(takeBatch, (batch) => (batch.length === 0 ? Effect.void : flush(sql, batch, notify))))
     for (let i = 0; i < FLUSHERS; i++) yield* Effect.forkScoped(flusher)
     const queued = (row: NewJob) =>
-      Effect.flatMap(Effect.zip(Deferred.make<void, StoreError>(), Effect.option(Effect.currentParentSpan)), ([done, span]) => {
+      Effect.flatMap(Effect.zip(Deferred.make<Submitted, StoreError>(), Effect.option(Effect.currentParentSpan)), ([done, span]) => {
         const p: Pending = { row, done, span, withdrawn: false }
         return Effect.andThen(
           Queue.offer(queue, p),
@@ -104,6 +110,6 @@ export const makeBatchedInsert = (
       rows.length !== 1
         ? insert(sql, rows, notify)
         : Effect.flatMap(Effect.serviceOption(sql.transactionService), (inTransaction) =>
-            inTransaction._tag === "Some" ? insert(sql, rows, notify) : queued(rows[0]!)
+            inTransaction._tag === "Some" ? insert(sql, rows, notify) : Effect.map(queued(rows[0]!), (s) => [s])
           )
   })

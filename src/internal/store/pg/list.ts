@@ -12,7 +12,7 @@ import { fail, rowToJob } from "./shared.js"
 /** The WHERE clause of a filter, or undefined when no row can match it. */
 const filterSql = (sql: SqlClient.SqlClient, f: JobFilter): Statement.Fragment | undefined => {
   const clauses: Array<Statement.Fragment> = [sql`TRUE`]
-  for (const text of [f.id, f.type, f.keyPrefix]) if (text !== undefined && !isStorableId(text)) return undefined
+  for (const text of [f.id, f.type, f.keyPrefix, f.jobKey]) if (text !== undefined && !isStorableId(text)) return undefined
   for (const d of [f.createdAfter, f.createdBefore]) if (d !== undefined && Number.isNaN(d.getTime())) return undefined
   if (f.minPriority !== undefined && Number.isNaN(f.minPriority)) return undefined
   if (f.state !== undefined) {
@@ -26,6 +26,7 @@ const filterSql = (sql: SqlClient.SqlClient, f: JobFilter): Statement.Fragment |
   }
   if (f.id !== undefined) clauses.push(sql`id = ${f.id}`)
   if (f.type !== undefined) clauses.push(sql`type = ${f.type}`)
+  if (f.jobKey !== undefined) clauses.push(sql`job_key = ${f.jobKey}`)
   // a plain prefix: starts_with treats % and _ as characters (no LIKE pattern is built from input)
   if (f.keyPrefix !== undefined) clauses.push(sql`starts_with(metadata #>> '{policies,concurrency,value,key}', ${f.keyPrefix})`)
   if (f.createdAfter !== undefined) clauses.push(sql`created_at >= ${f.createdAfter.toISOString()}::timestamptz`)

@@ -41,7 +41,8 @@ export const rowToJob = (r: any): Job =>
       ...(typeof r.admin_key === "string" ? { adminLimit: { key: r.admin_key, slots: r.admin_slots === null ? null : Number(r.admin_slots) } } : {}),
       ...(typeof r.cancel_requested === "string" ? { cancelRequested: r.cancel_requested } : {}),
       ...(r.fair_tag === null || r.fair_tag === undefined ? {} : { fairTag: Number(r.fair_tag) }),
-      priority: r.priority === null || r.priority === undefined ? 0 : Number(r.priority)
+      priority: r.priority === null || r.priority === undefined ? 0 : Number(r.priority),
+      ...(typeof r.job_key === "string" ? { jobKey: r.job_key } : {})
     },
     { disableChecks: true }
   )
