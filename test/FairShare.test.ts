@@ -9,13 +9,18 @@
  * checks of `weight`.
  */
 import { describe, expect, it } from "@effect/vitest"
+import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Fiber from "effect/Fiber"
+import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
-import { Concurrency, Contract, Handler, Job, JobParameters, Mutex, Publisher, Semaphore, Worker } from "warp-effect"
+import * as SqlClient from "effect/sql/SqlClient"
+import { Concurrency, Contract, Handler, Job, JobParameters, JobStorePg, Mutex, Publisher, Semaphore, Worker } from "warp-effect"
 import * as JobId from "../src/internal/job/JobId.js"
 import { JobStore } from "../src/internal/store/JobStore.js"
 import { memoryWorkerEnv, workerEnvs } from "./support/env.js"
+import { freshPgLayer } from "./support/db.js"
 import { detail, drained } from "./support/runtime.js"
 import { stores } from "./support/stores.js"
 
@@ -217,3 +222,47 @@ for (const [name, makeLayer] of stores) {
       }).pipe(Effect.provide(makeLayer())))
   })
 }
+
+describe("priority inside a weighted key: the claim swaps only with rows it locked (postgres)", () => {
+  it.live("a higher row of the key that another transaction holds is not considered; once free, it takes the key's next turn", () =>
+    Effect.gen(function* () {
+      const store = yield* JobStore
+      const sql = yield* SqlClient.SqlClient
+      const lease = Duration.seconds(30)
+      const row = (priority: number): Job.NewJob => ({
+        id: JobId.make(),
+        type: "T",
+        handler: null,
+        payload: {},
+        state: "Enqueued",
+        scheduleTime: new Date(Date.now() - 60_000),
+        metadata: { policies: { concurrency: { source: "enqueue", value: { key: "k", limit: 100, mode: "Wait", weight: 1 } } } },
+        priority
+      })
+      // tags 1, 2, 3: r1 and r2 at priority 0, h at 5
+      const [r1, r2, h] = [row(0), row(0), row(5)]
+      yield* store.insert([r1!, r2!, h!])
+      const locked = yield* Deferred.make<void>()
+      const release = yield* Deferred.make<void>()
+      const holder = yield* Effect.forkChild(
+        sql.withTransaction(
+          Effect.gen(function* () {
+            yield* sql`SELECT id FROM warp_jobs WHERE id = ${h!.id} FOR UPDATE`
+            yield* Deferred.succeed(locked, undefined)
+            yield* Deferred.await(release)
+          })
+        )
+      )
+      yield* Deferred.await(locked)
+      // h is held elsewhere: the key's turn (tag 1) goes to r1, nothing swaps
+      const first = yield* store.fetch("w", 1, lease)
+      expect(first.map((j) => [j.id, j.fairTag])).toEqual([[r1!.id, 1]])
+      expect(yield* Effect.forEach([r2!, h!], (r) => Effect.map(detail(r.id), (d) => d.job.fairTag))).toEqual([2, 3])
+      yield* Deferred.succeed(release, undefined)
+      yield* Fiber.join(holder)
+      // free again: h takes the key's next turn (tag 2); r2, passed over, holds h's tag 3
+      const second = yield* store.fetch("w", 1, lease)
+      expect(second.map((j) => [j.id, j.fairTag])).toEqual([[h!.id, 2]])
+      expect((yield* detail(r2!.id)).job.fairTag).toBe(3)
+    }).pipe(Effect.provide(JobStorePg.layer.pipe(Layer.provideMerge(freshPgLayer())))))
+})

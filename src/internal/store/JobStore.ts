@@ -264,7 +264,9 @@ export interface JobStoreService {
    * Fair share: a row whose concurrency policy carries a weight (see {@link fairOf}) gets a tag at insert
    * (see {@link fairTagOf}) and a new one at the back of its flow when it is requeued (not when the
    * requeue keeps its place or its tag, see {@link retagsOn}). Due fair rows are claimed in tag order, merged with the other rows as
-   * {@link fairMerge} says: the other rows keep (priority, ScheduleTime) order.
+   * {@link fairMerge} says: the other rows keep (priority, ScheduleTime) order. Inside a flow, a turn (a
+   * tag) goes to the flow's best due row by (priority descending, tag) and the rows passed over take
+   * the claimed rows' tags (see {@link fairTurns}, {@link fairSwaps}): a flow's set of tags is unchanged.
    *
    * Priority: due rows are claimed by (priority descending, ScheduleTime, id) — the plain rows through
    * the admission in that order, the Fifo row (at most one) by its own priority (it never reorders its

@@ -220,6 +220,16 @@ export const claimCtes = (
         // the class the order is by tag: another row is claimed once it is older than every due fair row
         // left; on ties of time the other rows go first (see `JobStore.fairMerge`).
         //
+        // Priority inside a flow (see `JobStore.fairTurns` / `fairSwaps`): `fair_slot` locks the first
+        // `limit` due fair rows by tag (the turns); `fair_up` probes `warp_jobs_fair_priority` once per
+        // flow among them for the flow's due rows of a higher priority than its lowest turn row (none when
+        // the flow has one priority: an empty probe), locking them (`SKIP LOCKED`: a row another claim
+        // holds is not considered); `fair` gives a flow's j-th turn to its j-th best locked row by
+        // (priority descending, tag, id). After the merge (ties broken by turn, so a flow's claimed rows
+        // are its best and consume its smallest tags), `fair_swap` gives the rows left behind that held a
+        // consumed tag the claimed rows' own tags, in order; the claimed rows get the consumed tags (`fu`),
+        // the rows left behind theirs (`fs`).
+        //
         // Fifo: the distinct keys with live Fifo rows come from a loose scan of `warp_jobs_fifo` (one
         // probe per key, however deep its backlog); per key, the first `limit` + running rows in line
         // by (created_at, id) are read from the same index, and a due pending one is claimable when
