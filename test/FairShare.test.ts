@@ -9,11 +9,20 @@
  * checks of `weight`.
  */
 import { describe, expect, it } from "@effect/vitest"
+import * as Deferred from "effect/Deferred"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Fiber from "effect/Fiber"
+import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
-import { Concurrency, Contract, Handler, JobParameters, Mutex, Publisher, Semaphore, Worker } from "warp-effect"
+import * as SqlClient from "effect/sql/SqlClient"
+import { Concurrency, Contract, Handler, Job, JobParameters, JobStorePg, Mutex, Publisher, Semaphore, Worker } from "warp-effect"
+import * as JobId from "../src/internal/job/JobId.js"
+import { JobStore } from "../src/internal/store/JobStore.js"
 import { memoryWorkerEnv, workerEnvs } from "./support/env.js"
+import { freshPgLayer } from "./support/db.js"
 import { detail, drained } from "./support/runtime.js"
+import { stores } from "./support/stores.js"
 
 const Item = Contract.job("FairShareItem", Schema.Struct({ key: Schema.String }))
 
@@ -149,4 +158,111 @@ describe("weight: carried at enqueue", () => {
       expect(plain.job.fairTag).toBeUndefined()
       expect((plain.job.metadata as any).policies.concurrency).toBeUndefined()
     }).pipe(Effect.provide(memoryWorkerEnv([]))))
+})
+
+for (const [name, makeLayer] of stores) {
+  describe(`priority inside a weighted key (${name})`, () => {
+    it.live("a high row queued behind a key's low rows runs at the key's next turn; the other keys' turns are unchanged", () =>
+      Effect.gen(function* () {
+        const store = yield* JobStore
+        const lease = Duration.seconds(30)
+        const row = (key: string, weight: number, priority: number): Job.NewJob => ({
+          id: JobId.make(),
+          type: "T",
+          handler: null,
+          payload: {},
+          state: "Enqueued",
+          scheduleTime: new Date(Date.now() - 60_000),
+          metadata: { policies: { concurrency: { source: "enqueue", value: { key, limit: 100, mode: "Wait", weight } } } },
+          priority
+        })
+        // key a (weight 1): a1, a2, a3 at priority 0 (tags 1, 2, 3); key b (weight 4): b1, b2, b3 (tags
+        // 1.25, 1.5, 1.75); then a's high row ah at priority 5 (tag 4). Without priority the claims go
+        // a1 b1 b2 b3 a2 a3 ah.
+        const [a1, a2, a3] = [row("a", 1, 0), row("a", 1, 0), row("a", 1, 0)]
+        const [b1, b2, b3] = [row("b", 4, 0), row("b", 4, 0), row("b", 4, 0)]
+        const ah = row("a", 1, 5)
+        yield* store.insert([a1!, a2!, a3!])
+        yield* store.insert([b1!, b2!, b3!])
+        yield* store.insert([ah])
+        const claimed: Array<{ readonly id: string; readonly tag: number | undefined }> = []
+        for (;;) {
+          const got = yield* store.fetch("w", 1, lease)
+          if (got.length === 0) break
+          claimed.push({ id: got[0]!.id, tag: got[0]!.fairTag })
+        }
+        // ah takes a's first turn (tag 1); a1, passed over, holds ah's tag 4 and so runs last of a's rows;
+        // b's rows keep their places (2nd to 4th claims), and the turns' tags are those without priority
+        expect(claimed.map((c) => c.id)).toEqual([ah.id, b1!.id, b2!.id, b3!.id, a2!.id, a3!.id, a1!.id])
+        expect(claimed.map((c) => c.tag)).toEqual([1, 1.25, 1.5, 1.75, 2, 3, 4])
+      }).pipe(Effect.provide(makeLayer())))
+
+    it.live("a claim of several rows takes a key's best rows by priority and consumes its smallest tags", () =>
+      Effect.gen(function* () {
+        const store = yield* JobStore
+        const lease = Duration.seconds(30)
+        const row = (priority: number): Job.NewJob => ({
+          id: JobId.make(),
+          type: "T",
+          handler: null,
+          payload: {},
+          state: "Enqueued",
+          scheduleTime: new Date(Date.now() - 60_000),
+          metadata: { policies: { concurrency: { source: "enqueue", value: { key: "k", limit: 100, mode: "Wait", weight: 1 } } } },
+          priority
+        })
+        // tags 1..5 with priorities 0, 3, 0, 7, 0: a claim of 2 takes r4 (7) and r2 (3), at tags 1 and 2;
+        // r1, left behind at tag 1, takes r4's tag 4; r3 and r5 keep theirs
+        const rs = [row(0), row(3), row(0), row(7), row(0)]
+        yield* store.insert(rs)
+        const got = yield* store.fetch("w", 2, lease)
+        expect(got.map((j) => [j.id, j.fairTag])).toEqual([[rs[3]!.id, 1], [rs[1]!.id, 2]])
+        const tags = yield* Effect.forEach([0, 2, 4], (i) => Effect.map(detail(rs[i]!.id), (d) => d.job.fairTag))
+        expect(tags).toEqual([4, 3, 5])
+      }).pipe(Effect.provide(makeLayer())))
+  })
+}
+
+describe("priority inside a weighted key: the claim swaps only with rows it locked (postgres)", () => {
+  it.live("a higher row of the key that another transaction holds is not considered; once free, it takes the key's next turn", () =>
+    Effect.gen(function* () {
+      const store = yield* JobStore
+      const sql = yield* SqlClient.SqlClient
+      const lease = Duration.seconds(30)
+      const row = (priority: number): Job.NewJob => ({
+        id: JobId.make(),
+        type: "T",
+        handler: null,
+        payload: {},
+        state: "Enqueued",
+        scheduleTime: new Date(Date.now() - 60_000),
+        metadata: { policies: { concurrency: { source: "enqueue", value: { key: "k", limit: 100, mode: "Wait", weight: 1 } } } },
+        priority
+      })
+      // tags 1, 2, 3: r1 and r2 at priority 0, h at 5
+      const [r1, r2, h] = [row(0), row(0), row(5)]
+      yield* store.insert([r1!, r2!, h!])
+      const locked = yield* Deferred.make<void>()
+      const release = yield* Deferred.make<void>()
+      const holder = yield* Effect.forkChild(
+        sql.withTransaction(
+          Effect.gen(function* () {
+            yield* sql`SELECT id FROM warp_jobs WHERE id = ${h!.id} FOR UPDATE`
+            yield* Deferred.succeed(locked, undefined)
+            yield* Deferred.await(release)
+          })
+        )
+      )
+      yield* Deferred.await(locked)
+      // h is held elsewhere: the key's turn (tag 1) goes to r1, nothing swaps
+      const first = yield* store.fetch("w", 1, lease)
+      expect(first.map((j) => [j.id, j.fairTag])).toEqual([[r1!.id, 1]])
+      expect(yield* Effect.forEach([r2!, h!], (r) => Effect.map(detail(r.id), (d) => d.job.fairTag))).toEqual([2, 3])
+      yield* Deferred.succeed(release, undefined)
+      yield* Fiber.join(holder)
+      // free again: h takes the key's next turn (tag 2); r2, passed over, holds h's tag 3
+      const second = yield* store.fetch("w", 1, lease)
+      expect(second.map((j) => [j.id, j.fairTag])).toEqual([[h!.id, 2]])
+      expect((yield* detail(r2!.id)).job.fairTag).toBe(3)
+    }).pipe(Effect.provide(JobStorePg.layer.pipe(Layer.provideMerge(freshPgLayer())))))
 })

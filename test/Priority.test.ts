@@ -187,7 +187,7 @@ for (const [name, makeLayer] of stores) {
         expect((yield* detail(plain.id)).logs[0]!.message).toBe("Enqueued")
       }).pipe(Effect.provide(makeLayer())))
 
-    it.live("weighted rows: the class competes by each row's priority; inside a key, tag order decides which rows a claim considers", () =>
+    it.live("weighted rows: the class competes by each turn's priority; inside a key, priority decides which row takes the key's turn", () =>
       Effect.gen(function* () {
         const store = yield* JobStore
         const lease = Duration.seconds(30)
@@ -209,10 +209,15 @@ for (const [name, makeLayer] of stores) {
         yield* store.insert([f1])
         yield* store.insert([f2])
         yield* store.insert([p])
-        // a claim of 2 considers f1 and f2 (the first 2 by tag) and p: by priority, f2 then p
-        expect((yield* store.fetch("w", 2, lease)).map((j) => j.id)).toEqual([f2.id, p.id])
+        // a claim of 2 considers the key's 2 turns (tags 1, 2: f2 takes the first) and p: f2, then p
+        const two = yield* store.fetch("w", 2, lease)
+        expect(two.map((j) => j.id)).toEqual([f2.id, p.id])
+        // f2 consumed the key's smallest tag; f1, passed over, holds f2's
+        expect(two[0]!.fairTag).toBe(1)
+        expect((yield* detail(f1.id)).job.fairTag).toBe(2)
         expect((yield* store.fetch("w", 2, lease)).map((j) => j.id)).toEqual([f1.id])
-        // a claim of 1 considers f1 only of the key (tag order wins): the keyless row of priority 5 goes first
+        // a claim of 1 considers the key's one turn, which g2 (priority 9) takes: ahead of the keyless q
+        // (priority 5); g1 then holds the key's next turn, at its own priority 0: after q
         const g1 = row(0, 3000, 1)
         const g2 = row(9, 2000, 1)
         const q = row(5, 1000)
@@ -220,7 +225,7 @@ for (const [name, makeLayer] of stores) {
         yield* store.insert([g2])
         yield* store.insert([q])
         const one = yield* Effect.forEach([1, 2, 3], () => Effect.map(store.fetch("w", 1, lease), (got) => got.map((j) => j.id)))
-        expect(one.flat()).toEqual([q.id, g1.id, g2.id])
+        expect(one.flat()).toEqual([g2.id, q.id, g1.id])
       }).pipe(Effect.provide(makeLayer())))
   })
 }

@@ -19,9 +19,18 @@
  * above the tags already claimed). Holds for due rows without `keepsPlace` requeues (a row that keeps
  * its place keeps an older tag), which the workloads here are.
  *
- * Workloads: random flows (weights 0.5 .. 3), batches inserted (one hot flow gets deep batches),
- * claims of 1..4 rows, a claimed job finalized Succeeded or requeued by policy (a new entry, at the
- * back of its flow), then drained. One claimer; the per-flow count is checked for every entry.
+ * Priority inside a flow: when the flow's turn (its smallest tag) comes, the claim takes its best due
+ * row by (priority descending, tag) at that tag, and the row passed over takes the claimed row's tag, so
+ * the flow's set of tags is what it was without priority: the bound above is a bound on the flow's
+ * turn with tag t (checked here until a row of g is claimed at tag t — J itself, or a row of a higher
+ * priority that took J's turn, J then holding a later tag of g). And per claim: a flow's claimed rows
+ * are of a priority no lower than any row of the flow left pending, and they consume the flow's
+ * smallest tags.
+ *
+ * Workloads: random flows (weights 0.5 .. 3), batches inserted (one hot flow gets deep batches) with
+ * priorities all 0 or random in -1 .. 2, claims of 1..4 rows, a claimed job finalized Succeeded or
+ * requeued by policy (a new entry, at the back of its flow), then drained. One claimer; the per-flow
+ * count is checked for every entry.
  */
 import { describe, expect, layer } from "@effect/vitest"
 import * as Duration from "effect/Duration"
@@ -37,13 +46,19 @@ import { property } from "./fastCheck.js"
 const lease = Duration.seconds(30)
 
 type Op =
-  | { readonly _tag: "insert"; readonly flow: number; readonly count: number }
+  | { readonly _tag: "insert"; readonly flow: number; readonly count: number; readonly priorities: ReadonlyArray<number> }
   | { readonly _tag: "claim"; readonly n: number; readonly requeue: ReadonlyArray<boolean> }
 
 interface Workload {
   readonly weights: ReadonlyArray<number>
   readonly ops: ReadonlyArray<Op>
 }
+
+/** The rows' priorities, by position in their batch (cycled): all 0 (the rule without priority), or random within flows. */
+const priorities: fc.Arbitrary<ReadonlyArray<number>> = fc.oneof(
+  fc.constant([0]),
+  fc.array(fc.integer({ min: -1, max: 2 }), { minLength: 1, maxLength: 40 })
+)
 
 const workload: fc.Arbitrary<Workload> = fc
   .array(fc.constantFrom(0.5, 1, 1, 2, 3), { minLength: 2, maxLength: 5 })
@@ -52,9 +67,9 @@ const workload: fc.Arbitrary<Workload> = fc
       weights: fc.constant(weights),
       ops: fc.array(
         fc.oneof(
-          { weight: 2, arbitrary: fc.record({ _tag: fc.constant("insert" as const), flow: fc.integer({ min: 0, max: weights.length - 1 }), count: fc.integer({ min: 1, max: 4 }) }) },
+          { weight: 2, arbitrary: fc.record({ _tag: fc.constant("insert" as const), flow: fc.integer({ min: 0, max: weights.length - 1 }), count: fc.integer({ min: 1, max: 4 }), priorities }) },
           // the hot flow: deep batches
-          { weight: 1, arbitrary: fc.record({ _tag: fc.constant("insert" as const), flow: fc.constant(0), count: fc.integer({ min: 10, max: 40 }) }) },
+          { weight: 1, arbitrary: fc.record({ _tag: fc.constant("insert" as const), flow: fc.constant(0), count: fc.integer({ min: 10, max: 40 }), priorities }) },
           { weight: 3, arbitrary: fc.record({ _tag: fc.constant("claim" as const), n: fc.integer({ min: 1, max: 4 }), requeue: fc.array(fc.boolean(), { minLength: 4, maxLength: 4 }) }) }
         ),
         { minLength: 1, maxLength: 25 }
@@ -93,24 +108,43 @@ const runCase = (w: Workload) =>
     run++
     const flowName = (i: number) => `fair-${run}-${i}`
     const weightOf = new Map(w.weights.map((wt, i) => [flowName(i), wt]))
-    const rowOf = (flow: number): Job.NewJob => ({
+    const rowOf = (flow: number, priority: number): Job.NewJob => ({
       id: JobId.make(),
       type: "T",
       handler: null,
       payload: {},
       state: "Enqueued",
       scheduleTime: new Date(Date.now() - 60_000),
-      metadata: { policies: { concurrency: { source: "enqueue", value: { key: flowName(flow), limit: 1000, mode: "Wait", weight: w.weights[flow]! } } } }
+      metadata: { policies: { concurrency: { source: "enqueue", value: { key: flowName(flow), limit: 1000, mode: "Wait", weight: w.weights[flow]! } } } },
+      priority
     })
-    const claims: Array<{ readonly id: string; readonly flow: string }> = []
+    const claims: Array<{ readonly id: string; readonly flow: string; readonly tag: number; readonly fetch: number }> = []
+    let fetches = 0
     const entries: Array<Entry> = []
     const enter = (id: string, flow: string, virtual: number) =>
       Effect.map(tagOf(store, id), (tag) => void entries.push({ id, flow, tag, virtual, at: claims.length }))
     const claim = (n: number, requeue: ReadonlyArray<boolean>) =>
       Effect.gen(function* () {
+        const flowOf = (job: Job.Job) => (job.metadata as any).policies.concurrency.value.key as string
+        const before = (yield* store.list({ states: pending, limit: 10_000, offset: 0 })).rows
         const got = yield* store.fetch("w", n, lease)
-        const flowOf = (job: (typeof got)[number]) => (job.metadata as any).policies.concurrency.value.key as string
-        for (const job of got) claims.push({ id: job.id, flow: flowOf(job) })
+        const after = (yield* store.list({ states: pending, limit: 10_000, offset: 0 })).rows
+        fetches++
+        for (const job of got) claims.push({ id: job.id, flow: flowOf(job), tag: job.fairTag!, fetch: fetches })
+        // inside a flow: the claimed rows are its best due rows by (priority, tag), and they consume its
+        // smallest tags: its pending tags after the claim are those before, less the smallest m
+        const flows = new Set(before.map(flowOf))
+        for (const flow of flows) {
+          const taken = got.filter((j) => flowOf(j) === flow)
+          const left = after.filter((j) => flowOf(j) === flow)
+          const high = Math.max(-Infinity, ...left.map((j) => j.priority))
+          for (const j of taken) {
+            if (j.priority < high) throw new Error(`${flow}: claimed a row of priority ${j.priority} and left one of ${high}`)
+          }
+          const tags = before.filter((j) => flowOf(j) === flow).map((j) => j.fairTag!).sort((a, b) => a - b)
+          expect(taken.map((j) => j.fairTag!).sort((a, b) => a - b)).toEqual(tags.slice(0, taken.length))
+          expect(left.map((j) => j.fairTag!).sort((a, b) => a - b)).toEqual(tags.slice(taken.length))
+        }
         for (const [i, job] of got.entries()) {
           const flow = flowOf(job)
           if (requeue[i] === true) {
@@ -126,7 +160,7 @@ const runCase = (w: Workload) =>
     for (const op of w.ops) {
       if (op._tag === "insert") {
         const virtual = yield* virtualTime(store)
-        const rows = Array.from({ length: op.count }, () => rowOf(op.flow))
+        const rows = Array.from({ length: op.count }, (_, i) => rowOf(op.flow, op.priorities[i % op.priorities.length]!))
         yield* store.insert(rows)
         for (const r of rows) yield* enter(r.id, flowName(op.flow), virtual)
       } else {
@@ -136,12 +170,16 @@ const runCase = (w: Workload) =>
     while ((yield* claim(3, [])) > 0) {
       // drain
     }
-    // the check: per entry, per other flow, the jobs claimed before the entry's claim
+    // the check: per entry, per other flow, the jobs claimed before the entry's tag is consumed (a row
+    // of its flow claimed at that tag: itself, or a row of a higher priority that took its turn)
     for (const e of entries) {
-      const end = claims.findIndex((c, i) => i >= e.at && c.id === e.id)
+      const end = claims.findIndex((c, i) => i >= e.at && c.flow === e.flow && c.tag === e.tag)
       expect(end).toBeGreaterThanOrEqual(e.at)
       const before = new Map<string, number>()
-      for (const c of claims.slice(e.at, end)) if (c.flow !== e.flow) before.set(c.flow, (before.get(c.flow) ?? 0) + 1)
+      // the rows of the claims before, and of the same claim at a smaller tag (a claim's rows are listed
+      // by priority, not tag)
+      const counted = claims.slice(e.at).filter((c) => c.fetch < claims[end]!.fetch || (c.fetch === claims[end]!.fetch && c.tag < e.tag))
+      for (const c of counted) if (c.flow !== e.flow) before.set(c.flow, (before.get(c.flow) ?? 0) + 1)
       for (const [flow, n] of before) {
         const bound = Math.floor((e.tag - e.virtual) * weightOf.get(flow)! + 1e-9) + 1
         if (n > bound) {

@@ -318,7 +318,9 @@ export interface JobStoreService {
    * Fair share: a row whose concurrency policy carries a weight (see {@link fairOf}) gets a tag at insert
    * (see {@link fairTagOf}) and a new one at the back of its flow when it is requeued (not when the
    * requeue keeps its place or its tag, see {@link retagsOn}). Due fair rows are claimed in tag order, merged with the other rows as
-   * {@link fairMerge} says: the other rows keep (priority, ScheduleTime) order.
+   * {@link fairMerge} says: the other rows keep (priority, ScheduleTime) order. Inside a flow, a turn (a
+   * tag) goes to the flow's best due row by (priority descending, tag) and the rows passed over take
+   * the claimed rows' tags (see {@link fairTurns}, {@link fairSwaps}): a flow's set of tags is unchanged.
    *
    * Priority: due rows are claimed by (priority descending, ScheduleTime, id) — the plain rows through
    * the admission in that order, the Fifo row (at most one) by its own priority (it never reorders its
@@ -590,27 +592,94 @@ export const claimOrder = (rows: ReadonlyArray<Job>): Array<Job> => {
   return out.map((j) => (j.fairTag !== undefined ? tagged[i++]! : j))
 }
 
+/** A fair-share row's flow as the claim groups it: its concurrency key as text (a row without one: a flow of its own). */
+const flowOfRow = (j: Job): string => concurrencyKeyOf(j.metadata) ?? `#${j.id}`
+
+/**
+ * The fair-share rows one claim considers, in turn order: the first `limit` due fair rows by (tag, id)
+ * are the turns (`slot`); a flow's j-th turn (by tag) goes to the flow's j-th due row by (priority
+ * descending, tag, id) (`job`), at the turn's tag. When every due row of a flow has one priority, the
+ * turns keep their own rows. (The PostgreSQL claim's `fair` CTE; there, rows it cannot lock are not
+ * considered.)
+ */
+export const fairTurns = (fair: ReadonlyArray<Job>, limit: number): Array<{ readonly job: Job; readonly slot: Job }> => {
+  const slots = [...fair].sort(byTagThenId).slice(0, limit)
+  const flows = new Map<string, Array<Job>>()
+  for (const j of fair) {
+    const f = flowOfRow(j)
+    const rows = flows.get(f)
+    if (rows === undefined) flows.set(f, [j])
+    else rows.push(j)
+  }
+  const best = new Map<string, Array<Job>>()
+  for (const [f, rows] of flows) best.set(f, rows.sort((a, b) => b.priority - a.priority || byTagThenId(a, b)))
+  const seen = new Map<string, number>()
+  return slots.map((slot) => {
+    const f = flowOfRow(slot)
+    const j = seen.get(f) ?? 0
+    seen.set(f, j + 1)
+    return { job: best.get(f)![j]!, slot }
+  })
+}
+
+/**
+ * The tag swaps of a claim that took the fair rows `claimed` of `turns`: each claimed row takes its
+ * turn's tag (the tag consumed), and, per flow, the rows left behind that held a consumed tag take the
+ * claimed rows' own tags, both in tag order. So a flow's set of pending tags after the claim is exactly
+ * what it would have been had the claim taken the rows holding the consumed tags. Empty when every
+ * turn kept its own row. id -> new tag.
+ */
+export const fairSwaps = (
+  turns: ReadonlyArray<{ readonly job: Job; readonly slot: Job }>,
+  claimed: ReadonlySet<string>
+): Map<string, number> => {
+  const out = new Map<string, number>()
+  const taken = turns.filter((t) => claimed.has(t.job.id))
+  const consumed = new Set(taken.map((t) => t.slot.id))
+  const left = new Map<string, Array<Job>>()
+  const incoming = new Map<string, Array<Job>>()
+  for (const t of taken) {
+    if (t.job.id !== t.slot.id) out.set(t.job.id, t.slot.fairTag!)
+    const f = flowOfRow(t.slot)
+    if (!claimed.has(t.slot.id)) left.set(f, [...(left.get(f) ?? []), t.slot])
+    if (!consumed.has(t.job.id)) incoming.set(f, [...(incoming.get(f) ?? []), t.job])
+  }
+  for (const [f, rows] of left) {
+    const from = incoming.get(f)!.sort(byTagThenId)
+    rows.sort(byTagThenId).forEach((j, i) => out.set(j.id, from[i]!.fairTag!))
+  }
+  return out
+}
+
 /**
  * Merges the due candidates of one claim: the plain rows (by priority descending, ScheduleTime, id) and
- * the fair-share rows, of which the first `limit` by tag are taken, the k-th merged at (its own
- * priority, the k-th smallest ScheduleTime of the due fair rows). So plain rows keep (priority,
- * ScheduleTime) order, and the fair class competes with them by priority, then by the age of its oldest
- * due rows: at equal priority a plain row is claimed once it is older than every due fair row left (a
- * fair row served early by its tag leaves the class's older times in place, so while a deep fair backlog
- * older than a plain row drains at its flow's share, the plain row waits for it). Inside the fair class
- * tag order decides which rows a claim considers; priority only orders those (and the class against the
- * other rows). (The in-memory spelling of the PostgreSQL claim's merge.)
+ * the fair-share turns (see {@link fairTurns}: the first `limit` due fair rows by tag, each flow's turns
+ * taken by its best rows by priority), the k-th turn merged at (its row's priority, the k-th smallest
+ * ScheduleTime of the due fair rows). So plain rows keep (priority, ScheduleTime) order, and the fair
+ * class competes with them by priority, then by the age of its oldest due rows: at equal priority a
+ * plain row is claimed once it is older than every due fair row left (a fair row served early by its
+ * tag leaves the class's older times in place, so while a deep fair backlog older than a plain row
+ * drains at its flow's share, the plain row waits for it). Inside the fair class tag order decides which
+ * turns a claim considers (each flow's share), each flow's priority which of its rows take its turns,
+ * and priority orders the turns (and the class against the other rows); ties by turn order, so a flow's
+ * claimed rows are its best ones and consume its smallest tags. `tags`: the new tags of the claim (see
+ * {@link fairSwaps}). (The in-memory spelling of the PostgreSQL claim's merge.)
  */
-export const fairMerge = (plain: ReadonlyArray<Job>, fair: ReadonlyArray<Job>, limit: number): Array<Job> => {
-  const tagged = [...fair].sort(byTagThenId).slice(0, limit)
-  const times = fair.map((j) => j.scheduleTime.getTime()).sort((a, b) => a - b).slice(0, tagged.length)
+export const fairMerge = (
+  plain: ReadonlyArray<Job>,
+  fair: ReadonlyArray<Job>,
+  limit: number
+): { readonly rows: Array<Job>; readonly tags: Map<string, number> } => {
+  const turns = fairTurns(fair, limit)
+  const times = fair.map((j) => j.scheduleTime.getTime()).sort((a, b) => a - b).slice(0, turns.length)
   const merged: Array<{ readonly job: Job; readonly at: number; readonly fair: boolean }> = [
     ...[...plain].sort(byClaim).slice(0, limit).map((job) => ({ job, at: job.scheduleTime.getTime(), fair: false })),
-    ...tagged.map((job, i) => ({ job, at: times[i]!, fair: true }))
+    ...turns.map((t, i) => ({ job: t.job, at: times[i]!, fair: true }))
   ]
-  // ties: plain first (as the SQL's merge orders by (priority, merge time, branch))
+  // ties: plain first (as the SQL's merge orders by (priority, merge time, branch, turn)); the sort is stable
   merged.sort((a, b) => b.job.priority - a.job.priority || a.at - b.at || Number(a.fair) - Number(b.fair))
-  return merged.slice(0, limit).map((m) => m.job)
+  const rows = merged.slice(0, limit).map((m) => m.job)
+  return { rows, tags: fairSwaps(turns, new Set(rows.filter((j) => j.fairTag !== undefined).map((j) => j.id))) }
 }
 
 /**

@@ -295,15 +295,21 @@ export const make = Effect.flatMap(Effect.zip(SemaphoreProviderMemory.make, PubS
         const plain = admit(pending, live, limit, overrides === undefined ? undefined : { read: overrides, now: at.getTime() })
           .concat(candidates.filter((j) => j.state === "Processing" && j.leaseUntil !== null && j.leaseUntil.getTime() < at.getTime()))
           .concat(fifo)
-        const due = claimOrder(fairMerge(plain, fair, limit))
-        return due.map((j) => {
+        const { rows: due, tags } = fairMerge(plain, fair, limit)
+        // the tag swaps inside weighted keys (see `fairSwaps`): the rows left behind first
+        for (const [id, fairTag] of tags) {
+          const j = jobs.get(id)!
+          if (!due.some((d) => d.id === id)) jobs.set(id, clone(j, { fairTag }))
+        }
+        return claimOrder(due.map((j) => {
           const recovered = j.state === "Processing"
           const next = clone(j, {
             state: "Processing",
             attempt: j.attempt + 1,
             lockedBy: workerId,
             leaseUntil: new Date(at.getTime() + Duration.toMillis(lease)),
-            updatedAt: at
+            updatedAt: at,
+            fairTag: tags.get(j.id) ?? j.fairTag
           })
           jobs.set(j.id, next)
           log(
@@ -313,7 +319,7 @@ export const make = Effect.flatMap(Effect.zip(SemaphoreProviderMemory.make, PubS
             recovered ? `Lease expired; attempt ${next.attempt} claimed by ${workerId}` : `Attempt ${next.attempt} claimed by ${workerId}`
           )
           return next
-        })
+        }))
       }),
 
     finalize: ({ handlerRan = true, job, metadata, outcome, workerId }) =>

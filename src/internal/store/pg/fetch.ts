@@ -190,7 +190,7 @@ export const claimCtes = (
         // then are locked by primary key: a plan that stays linear even when the table's statistics
         // are stale)
         sql`
-        SELECT id, state AS prev_state FROM warp_jobs
+        SELECT id, state AS prev_state, NULL::float8 AS tag, TRUE AS claimed FROM warp_jobs
         WHERE id = ANY(ARRAY(
             SELECT h.id FROM (
               SELECT id, priority, schedule_time, metadata FROM warp_jobs WHERE ${due} AND ${plain} AND fair_tag IS NULL ORDER BY priority DESC, schedule_time LIMIT ${count(sql, hint.sameSlot.depth)}
@@ -219,6 +219,16 @@ export const claimCtes = (
         // (which keep (priority, ScheduleTime) order, `ready` walking `warp_jobs_due_unfair`) by the ScheduleTimes of the class's oldest due rows, and inside
         // the class the order is by tag: another row is claimed once it is older than every due fair row
         // left; on ties of time the other rows go first (see `JobStore.fairMerge`).
+        //
+        // Priority inside a flow (see `JobStore.fairTurns` / `fairSwaps`): `fair_slot` locks the first
+        // `limit` due fair rows by tag (the turns); `fair_up` probes `warp_jobs_fair_priority` once per
+        // flow among them for the flow's due rows of a higher priority than its lowest turn row (none when
+        // the flow has one priority: an empty probe), locking them (`SKIP LOCKED`: a row another claim
+        // holds is not considered); `fair` gives a flow's j-th turn to its j-th best locked row by
+        // (priority descending, tag, id). After the merge (ties broken by turn, so a flow's claimed rows
+        // are its best and consume its smallest tags), `fair_swap` gives the rows left behind that held a
+        // consumed tag the claimed rows' own tags, in order; the claimed rows get the consumed tags (`fu`),
+        // the rows left behind theirs (`fs`).
         //
         // Fifo: the distinct keys with live Fifo rows come from a loose scan of `warp_jobs_fifo` (one
         // probe per key, however deep its backlog); per key, the first `limit` + running rows in line
@@ -250,12 +260,37 @@ export const claimCtes = (
           FOR UPDATE SKIP LOCKED
         ), ready AS (
           SELECT * FROM ready_free UNION ALL SELECT * FROM ready_held
-        ), fair AS (
-          SELECT id, state AS prev_state, priority, fair_tag FROM warp_jobs
+        ), fair_slot AS (
+          SELECT id, state AS prev_state, priority, fair_tag, coalesce(${key}, '#' || id) AS flow FROM warp_jobs
           WHERE ${due} AND fair_tag IS NOT NULL${notContended}
           ORDER BY fair_tag, id
           LIMIT ${count(sql, limit)}
           FOR UPDATE SKIP LOCKED
+        ), fair_s AS MATERIALIZED (
+          SELECT s.*, row_number() OVER (ORDER BY s.fair_tag, s.id) AS rn,
+                 row_number() OVER (PARTITION BY s.flow ORDER BY s.fair_tag, s.id) AS j
+          FROM fair_slot s
+        ), fair_up AS (
+          SELECT u.id, u.prev_state, u.priority, u.fair_tag, f.flow FROM (
+            SELECT flow, count(*)::int AS m, min(priority) AS low, array_agg(id) AS ids FROM fair_s GROUP BY flow
+          ) f
+          CROSS JOIN LATERAL (
+            SELECT id, state AS prev_state, priority, fair_tag FROM warp_jobs
+            WHERE state IN ('Scheduled','Enqueued') AND fair_tag IS NOT NULL AND ${key} = f.flow AND priority > f.low
+              AND schedule_time <= now() AND id <> ALL(f.ids)
+            ORDER BY priority DESC, fair_tag, id
+            LIMIT f.m
+            FOR UPDATE SKIP LOCKED
+          ) u
+        ), fair AS MATERIALIZED (
+          SELECT t.id, t.prev_state, t.priority, t.fair_tag AS own_tag, s.fair_tag AS tag, s.rn, s.flow
+          FROM fair_s s
+          JOIN (
+            SELECT x.*, row_number() OVER (PARTITION BY x.flow ORDER BY x.priority DESC, x.fair_tag, x.id) AS j FROM (
+              SELECT id, prev_state, priority, fair_tag, flow FROM fair_s
+              UNION ALL SELECT id, prev_state, priority, fair_tag, flow FROM fair_up
+            ) x
+          ) t ON t.flow = s.flow AND t.j = s.j
         ), fair_at AS (
           SELECT t.schedule_time, row_number() OVER (ORDER BY t.schedule_time) AS rn FROM (
             SELECT schedule_time FROM warp_jobs
@@ -264,9 +299,8 @@ export const claimCtes = (
             LIMIT ${count(sql, limit)}
           ) t
         ), fair_merged AS (
-          SELECT f.id, f.prev_state, f.priority, a.schedule_time
-          FROM (SELECT id, prev_state, priority, row_number() OVER (ORDER BY fair_tag, id) AS rn FROM fair) f
-          JOIN fair_at a USING (rn)
+          SELECT f.id, f.prev_state, f.priority, a.schedule_time, f.rn, f.tag
+          FROM fair f JOIN fair_at a USING (rn)
         ), fifo_keys(k) AS (
           (SELECT ${key} FROM warp_jobs WHERE ${liveFifo} ORDER BY ${key} LIMIT 1)
           UNION ALL
@@ -307,23 +341,40 @@ export const claimCtes = (
           ORDER BY priority DESC, schedule_time
           LIMIT 1
           FOR UPDATE SKIP LOCKED
+        ), picked AS MATERIALIZED (
+          (SELECT id, prev_state, NULL::float8 AS tag FROM expired)
+          UNION ALL
+          (SELECT id, prev_state, tag FROM (
+              (SELECT id, prev_state, priority, schedule_time, 0 AS b, 0::bigint AS rn, NULL::float8 AS tag FROM fifo)
+              UNION ALL (SELECT id, prev_state, priority, schedule_time, 0 AS b, 0::bigint AS rn, NULL::float8 AS tag FROM ready)
+              UNION ALL (SELECT id, prev_state, priority, schedule_time, 1 AS b, rn, tag FROM fair_merged)
+              ORDER BY priority DESC, schedule_time, b, rn LIMIT ${count(sql, limit)}) m)
+          LIMIT ${count(sql, limit)}
+        ), fair_taken AS MATERIALIZED (
+          SELECT f.id, f.own_tag, f.flow, s.id AS slot_id FROM fair f JOIN fair_s s USING (rn) WHERE f.id IN (SELECT id FROM picked)
+        ), fair_swap AS (
+          SELECT l.id, i.own_tag AS tag FROM (
+            SELECT s.id, s.flow, row_number() OVER (PARTITION BY s.flow ORDER BY s.fair_tag, s.id) AS k FROM fair_s s
+            WHERE s.id IN (SELECT slot_id FROM fair_taken) AND s.id NOT IN (SELECT id FROM fair_taken)
+          ) l JOIN (
+            SELECT t.flow, t.own_tag, row_number() OVER (PARTITION BY t.flow ORDER BY t.own_tag, t.id) AS k FROM fair_taken t
+            WHERE t.id NOT IN (SELECT slot_id FROM fair_taken)
+          ) i ON i.flow = l.flow AND i.k = l.k
         )
-        (SELECT id, prev_state FROM expired)
+        SELECT id, prev_state, tag, TRUE AS claimed FROM picked
         UNION ALL
-        (SELECT id, prev_state FROM (
-            (SELECT id, prev_state, priority, schedule_time, 0 AS b FROM fifo)
-            UNION ALL (SELECT id, prev_state, priority, schedule_time, 0 AS b FROM ready)
-            UNION ALL (SELECT id, prev_state, priority, schedule_time, 1 AS b FROM fair_merged)
-            ORDER BY priority DESC, schedule_time, b LIMIT ${count(sql, limit)}) m)
-        LIMIT ${count(sql, limit)}`
+        SELECT id, NULL, tag, FALSE FROM fair_swap`
   return {
     ctes: sql`fc AS (${claim}
       ), fu AS (
         UPDATE warp_jobs j
         SET state = 'Processing', attempt = j.attempt + 1, locked_by = ${workerId},
-            lease_until = now() + ${Duration.toMillis(lease)} * interval '1 millisecond', updated_at = now()
-        FROM fc WHERE j.id = fc.id
+            lease_until = now() + ${Duration.toMillis(lease)} * interval '1 millisecond', updated_at = now(),
+            fair_tag = coalesce(fc.tag, j.fair_tag)
+        FROM fc WHERE j.id = fc.id AND fc.claimed
         RETURNING j.*, fc.prev_state
+      ), fs AS (
+        UPDATE warp_jobs j SET fair_tag = fc.tag FROM fc WHERE j.id = fc.id AND NOT fc.claimed
       ), fl AS (
         INSERT INTO warp_job_logs (job_id, at, kind, message)
         SELECT id, now(),
