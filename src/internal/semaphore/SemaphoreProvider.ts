@@ -85,6 +85,14 @@ export interface SemaphoreProviderService {
 /** The semaphore provider tag. Provide `SemaphoreProviderMemory.layer`, `SemaphoreProviderPg.layer` or your own. */
 export class SemaphoreProvider extends Context.Service<SemaphoreProvider, SemaphoreProviderService>()("warp/SemaphoreProvider") {}
 
+/**
+ * Set around a `tryAcquire` that asks for a second slot on behalf of the holder of this one (the
+ * concurrency gate's group slot, asked with the key's slot held): a provider that took both for one
+ * job in one statement (the PostgreSQL provider's carried admission) hands the second to the holder of
+ * the first, and to nobody else. Other providers ignore it. Since 1.1.0.
+ */
+export const CarriedWith = Context.Reference<Slot | undefined>("warp/SemaphoreCarriedWith", { defaultValue: () => undefined })
+
 /** The slot names of `name` at `limit`. */
 export const slotName = (name: string, index: number): string => `${name}:${index}`
 

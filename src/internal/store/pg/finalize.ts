@@ -47,7 +47,10 @@ export const finalize = (
   notify = false
 ): Effect.Effect<boolean, StoreError> => Effect.suspend(() => {
   const { claim, handlerRan = true, job, metadata, outcome, release, workerId } = f
-  const freed = notify ? freedKey(f) : undefined
+  // a key under a total cap whose write carries its lane's next claim: that claim takes the group's next
+  // row (and its slots) in this statement, so a wake-up would only send idle lanes to a full group
+  const capped = claim !== undefined && (metadata as any)?.policies?.concurrency?.value?.total !== undefined
+  const freed = notify && !capped ? freedKey(f) : undefined
   const state = stateOf(outcome, new Date())
   const log = logOf(outcome)
   const at = outcome._tag === "Requeued" && outcome.at !== undefined ? outcome.at.toISOString() : null
