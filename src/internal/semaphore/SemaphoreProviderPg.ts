@@ -40,11 +40,15 @@
  *   pings alone.
  * - Carried admission (default mode, `FusedRelease.carry`). A store's finalizing statement that frees a
  *   slot and claims the lane's next row may also take, on the same connection, a slot for that row's
- *   key (mode Wait, no total cap; at the admin override the claim read, else the row's limit): the
- *   same guarded scan, both names' guards taken first in one order. The slot is handed to the next
- *   `tryAcquire` of its name in this process whose limit covers its index (the row's attempt, as a
- *   rule), without a scan; one nobody asks for within `ADOPT_WITHIN_MS` is released. The connection
- *   stays out of the pool while it holds either slot.
+ *   key (mode Wait; at the admin override the claim read, else the row's limit): the same guarded
+ *   scan, both names' guards taken first in one order. The slot is handed to the next `tryAcquire` of
+ *   its name in this process whose limit covers its index (the row's attempt, as a rule), without a
+ *   scan; one nobody asks for within `ADOPT_WITHIN_MS` is released. The connection stays out of the
+ *   pool while it holds either slot. Under a total cap (since 1.1.0) the statement takes the group's
+ *   slot too, both or neither, and frees the group slot of the attempt it finalizes when that one is
+ *   held on the same connection (`fusedRelease`'s companions): the group's slot is handed only to the
+ *   attempt that takes the key's (`CarriedWith`), and a chain of the group's jobs keeps its group slot
+ *   from one job to the next (see `admissionCtes`).
  * - On the slot pool's clients the statements on a slot's connection (the scan, the release, the
  *   store's fused finalizing statement, the pings) run as named prepared statements (`pg/Named.ts`),
  *   parsed and planned once per connection.
@@ -303,6 +307,7 @@ interface Companion {
   readonly lane: object
   readonly name: string
   readonly id: string
+  readonly index: number
   readonly holds: () => boolean
   readonly releasedByStatement: () => void
 }
@@ -320,7 +325,9 @@ const serverAnswered = (err: unknown): boolean => {
 
 /**
  * The release of `slot` a store may fuse into its finalizing statement (see {@link FusedRelease}):
- * none for a slot of another provider, of a multiplexed provider, already released, or lost.
+ * none for a slot of another provider, of a multiplexed provider, already released, or lost. The
+ * `companions` held on the same connection (the attempt's group slot) are freed by the same statement
+ * (since 1.1.0); the others are left to their scopes.
  */
 export const fusedRelease = (slot: Slot, companions: ReadonlyArray<Slot> = []): FusedRelease | undefined => fusable.get(slot)?.(companions)
 
@@ -585,24 +592,34 @@ export const make = (options: PgProviderOptions = {}): Effect.Effect<SemaphorePr
      * The release of the slots `released` (held by the lane `token`; the attempt's key slot, and its
      * group's slot when it is held on the same connection) fused with the admission of a claimed row, for
      * `FusedRelease.carry`: the slot of its key (mode Wait) and, for a row under a total cap, the slot of
-     * its group too — both or neither (a key slot without its group's slot is given back in the same
-     * statement). Every name's guard is taken first, in one order for every statement (two statements
-     * that each take several guards cannot wait for each other); the release leaves the session's
-     * deadline to the end of the statement, which puts it back only when the lane holds nothing after it
-     * (`othersHeld`: slots it holds that this statement does not release); when a slot taken is one
-     * released (same name, same index), its marker stays. The scan never takes a slot in `excluded`
-     * (held on this connection for another attempt: session locks are re-entrant).
+     * its group too — both or neither (a slot taken without the other is given back in the same
+     * statement). The keys' guards are taken first, in one order for every statement (two statements
+     * that each take several guards cannot wait for each other). A group's slot is taken without its
+     * guard, starting at the index of the group slot released here: the session holds that one (session
+     * locks are re-entrant), so in a chain of the group's jobs the lane keeps its group slot from one job
+     * to the next, never free in between, and its marker stays. The guard serves the scans' "full means
+     * full" (a release is seen with its marker's removal), and here it would be held by every finalizing
+     * statement of the group up to its synchronous commit, serializing the group's lanes; a group slot
+     * this statement frees without taking it again is freed under its guard, as any release — unless the
+     * key's slot turned out full, when the group slot re-taken is given back without it (a scan of another
+     * holder may then find the group full until this statement commits: a requeue, never one holder too
+     * many). The session's deadline is put back at the end only when the lane holds nothing after it
+     * (`othersHeld`: slots it holds that this statement does not release); a slot in `excluded` (held on
+     * this connection for another attempt) is never taken.
      */
     const admissionCtes = (
-      released: ReadonlyArray<{ readonly name: string; readonly id: string }>,
+      released: ReadonlyArray<{ readonly name: string; readonly id: string; readonly index: number }>,
       token: string,
       claimed: Statement.Fragment,
       excluded: ReadonlyArray<string>,
       othersHeld: boolean
     ) => {
-      const guarded = released
-      const g1s = `{${guarded.map((r) => guardOf(r.name)[0]).join(",")}}`
-      const g2s = `{${guarded.map((r) => guardOf(r.name)[1]).join(",")}}`
+      const keys = released.filter((r) => !r.name.startsWith(TOTAL_PREFIX))
+      const groups = released.filter((r) => r.name.startsWith(TOTAL_PREFIX))
+      const g1s = `{${keys.map((r) => guardOf(r.name)[0]).join(",")}}`
+      const g2s = `{${keys.map((r) => guardOf(r.name)[1]).join(",")}}`
+      // the released group slots (name, index, guard), as JSON: re-taken first by the group's admission
+      const releasedGroups = JSON.stringify(groups.map((r) => ({ nm: r.name, idx: r.index, k1: guardOf(r.name)[0], k2: guardOf(r.name)[1] })))
       const ids = `{${released.map((r) => r.id).join(",")}}`
       const ex = `{${excluded.join(",")}}`
       const key = sql`(c.metadata #>> '{policies,concurrency,value,key}')`
@@ -634,14 +651,19 @@ export const make = (options: PgProviderOptions = {}): Effect.Effect<SemaphorePr
   ORDER BY c.schedule_time, c.id
   LIMIT 1
 ), adm AS MATERIALIZED (
-  SELECT x.n, x.name, x.lim, floor(random() * x.lim)::int AS off
+  SELECT x.n, x.name, x.lim,
+         coalesce((SELECT rl.idx FROM jsonb_to_recordset(${releasedGroups}::jsonb) AS rl(nm text, idx int, k1 int, k2 int)
+                   WHERE rl.nm = x.name AND rl.idx < x.lim LIMIT 1),
+                  floor(random() * x.lim)::int) AS off
   FROM adm_row a CROSS JOIN LATERAL (VALUES (0, ${LOCK_PREFIX}::text || a.k, a.klim), (1, ${TOTAL_PREFIX}::text || a.g, a.glim)) x(n, name, lim)
   WHERE x.name IS NOT NULL
 ), guards AS MATERIALIZED (
   SELECT count(pg_advisory_xact_lock(x.k1, x.k2)) AS n FROM (
     SELECT k1, k2 FROM (
       SELECT k1, k2 FROM unnest(${g1s}::int[], ${g2s}::int[]) AS rg(k1, k2)
-      UNION SELECT ${sql.literal(ADMIT_GUARD[0])}, ${sql.literal(ADMIT_GUARD[1])} FROM adm
+      UNION SELECT ${sql.literal(ADMIT_GUARD[0])}, ${sql.literal(ADMIT_GUARD[1])} FROM adm WHERE adm.n = 0
+      UNION SELECT rgg.k1, rgg.k2 FROM jsonb_to_recordset(${releasedGroups}::jsonb) AS rgg(nm text, idx int, k1 int, k2 int)
+            WHERE NOT EXISTS (SELECT 1 FROM adm WHERE adm.n = 1 AND adm.name = rgg.nm)
     ) u ORDER BY k1, k2
   ) x
 ), scan(n, i, got, id) AS (
@@ -979,7 +1001,7 @@ SELECT released, ${markers} AND set_config('synchronous_commit', 'off', true) IS
        * group slots on this connection (see `admissionCtes`).
        */
       const fusedWith = (along: ReadonlyArray<Companion>): FusedRelease => {
-        const released = [{ name, id }, ...along.map((c) => ({ name: c.name, id: c.id }))]
+        const released = [{ name, id, index }, ...along.map((c) => ({ name: c.name, id: c.id, index: c.index }))]
         return {
           client: sql,
           // the session's deadline is put back only when the lane holds nothing else
@@ -1020,6 +1042,7 @@ SELECT released, ${markers} AND set_config('synchronous_commit', 'off', true) IS
         lane,
         name,
         id,
+        index,
         holds,
         releasedByStatement: () => {
           mine = false
