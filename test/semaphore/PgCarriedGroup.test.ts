@@ -7,6 +7,7 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import * as Context from "effect/Context"
+import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
@@ -22,6 +23,7 @@ import { lockId } from "../../src/internal/semaphore/lockId.js"
 import { CarriedWith, SemaphoreProvider, slotName } from "../../src/internal/semaphore/SemaphoreProvider.js"
 import { fusedRelease, fusesWith, TOTAL_PREFIX as CARRIED_TOTAL_PREFIX } from "../../src/internal/semaphore/SemaphoreProviderPg.js"
 import { JobStore } from "../../src/internal/store/JobStore.js"
+import { CAPPED_CHAIN } from "../../src/internal/worker/Lane.js"
 import * as SqlClient from "effect/sql/SqlClient"
 import { HolderCounter } from "../support/holders.js"
 import { pgWorkerEnv } from "../support/env.js"
@@ -210,6 +212,47 @@ describe("a total cap with slots taken in the finalizing statement, on postgres"
       expect(holders.max.get("group")).toBeLessThanOrEqual(cap.limit)
       for (const t of tenants) expect(holders.max.get(t) ?? 0, t).toBeLessThanOrEqual(2)
       for (const id of ids) expect((yield* detail(id)).job.state).toBe("Succeeded")
+    }).pipe(Effect.provide(pgWorkerEnv([handler])))
+  }, 120_000)
+})
+
+const Chained = Contract.job("CarriedGroupChain", Schema.Struct({ tenant: Schema.String, i: Schema.Number }))
+
+describe("a lane's chain of a capped group's jobs is broken every CAPPED_CHAIN jobs, on postgres", () => {
+  it.live("a second worker started while the first holds the group's only slot with a backlog gets the group's jobs too", () => {
+    let ran = 0
+    const started = Deferred.makeUnsafe<void>()
+    const handler = Handler.job(Chained, () =>
+      Effect.andThen(Effect.sleep("2 millis"), Effect.sync(() => {
+        if (++ran === 2) Deferred.doneUnsafe(started, Effect.void)
+      }))
+    )
+    return Effect.gen(function* () {
+      const p = yield* Publisher.Publisher
+      const ids: Array<string> = []
+      // a cap of 1 over 10 keys: the first worker's lane chains the group's jobs on its one slot
+      for (let i = 0; i < 6 * CAPPED_CHAIN; i++) {
+        ids.push(yield* p.enqueue(Chained, { tenant: `c${i % 10}`, i }, JobParameters.make().withSemaphore(`c${i % 10}`, 2, "Wait", { group: "chained", limit: 1 })))
+      }
+      yield* Effect.scoped(
+        Effect.gen(function* () {
+          yield* Worker.make({ addons: [Concurrency.addon], workerId: "first", concurrency: 1, pollInterval: "30 millis" })
+          yield* Deferred.await(started)
+          yield* Worker.make({ addons: [Concurrency.addon], workerId: "second", concurrency: 1, pollInterval: "30 millis" })
+          yield* drained(60_000)
+        })
+      )
+      const byWorker = new Map<string, number>()
+      for (const id of ids) {
+        const d = yield* detail(id)
+        expect(d.job.state).toBe("Succeeded")
+        const claim = [...d.logs].reverse().find((l) => l.kind === "Processing")!
+        const w = claim.message.endsWith("claimed by first") ? "first" : claim.message.endsWith("claimed by second") ? "second" : "other"
+        byWorker.set(w, (byWorker.get(w) ?? 0) + 1)
+      }
+      // without the break, the first worker's lane would keep the group's slot for the whole backlog
+      expect(byWorker.get("second") ?? 0).toBeGreaterThan(0)
+      expect(byWorker.get("other") ?? 0).toBe(0)
     }).pipe(Effect.provide(pgWorkerEnv([handler])))
   }, 120_000)
 })
