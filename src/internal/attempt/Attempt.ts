@@ -41,15 +41,6 @@ export const HeldSlot = Context.Reference<Slot | undefined>("warp/HeldSlot", {
 })
 
 /**
- * Slots the attempt holds beside {@link HeldSlot} that the finalizing statement freeing it frees too
- * (set by the concurrency gate: its group's slot, when held on the key slot's connection — it then
- * leaves that slot's release to the statement); none by default. Since 1.1.0.
- */
-export const FusedSlots = Context.Reference<ReadonlyArray<Slot>>("warp/FusedSlots", {
-  defaultValue: () => []
-})
-
-/**
  * The end of the run inside the slots the attempt holds (set by the concurrency gate beside
  * {@link HeldSlot}): the worker hands it the outcome of the handler and of the behaviors around it,
  * right after they ended and before the finalizing write, and records the outcome it returns. The gate

@@ -16,14 +16,13 @@ import * as Fiber from "effect/Fiber"
 import * as Metric from "effect/Metric"
 import * as Option from "effect/Option"
 import * as Scope from "effect/Scope"
-import { CurrentSlot, FusedSlots, HeldSlot, lapsedText, lostAfterEndText, lostText, SlotEnd, untilLost } from "../attempt/Attempt.js"
+import { CurrentSlot, HeldSlot, lapsedText, lostAfterEndText, lostText, SlotEnd, untilLost } from "../attempt/Attempt.js"
 import type { Job } from "../job/Job.js"
 import { Outcome } from "../job/Outcome.js"
 import * as Telemetry from "../observability/Telemetry.js"
 import type { Behavior } from "../attempt/Pipeline.js"
 import type { ConcurrencyMode, ConcurrencyPolicy } from "../policy/PolicyValues.js"
-import { CarriedWith, type SemaphoreError, type SemaphoreProviderService, type Slot } from "../semaphore/SemaphoreProvider.js"
-import { fusesWith } from "../semaphore/SemaphoreProviderPg.js"
+import type { SemaphoreError, SemaphoreProviderService, Slot } from "../semaphore/SemaphoreProvider.js"
 import type { ConcurrencyLimitManagerService, LimitStoreError } from "./ConcurrencyLimitManager.js"
 import * as ConcurrencyLimitResolver from "./ConcurrencyLimitResolver.js"
 import type { JobStoreService } from "../store/JobStore.js"
@@ -214,15 +213,7 @@ export const make = (provider: SemaphoreProviderService, manager: ConcurrencyLim
         const total = policy.total
         // with a total cap: the group's admin override is read while the key's slot is asked for (a read,
         // no slot: one round trip less before the handler); used only once the key has room
-        // (the claim read it, when it read this group's: taken from the claimed row instead, no read at all)
-        const claimedGroup = manager.readAtClaim === true && total !== undefined && attempt.job.adminGroupLimit?.group === total.group
-          ? attempt.job.adminGroupLimit
-          : undefined
-        const groupOverride: Effect.Effect<Option.Option<{ readonly slots: number }>, LimitStoreError> | undefined = total === undefined
-          ? undefined
-          : claimedGroup !== undefined
-            ? Effect.succeed(claimedGroup.slots === null ? Option.none() : Option.some({ slots: claimedGroup.slots }))
-            : Fiber.join(yield* Effect.forkScoped(manager.getGroupLimit(total.group)))
+        const groupOverride = total === undefined ? undefined : yield* Effect.forkScoped(manager.getGroupLimit(total.group))
         const result = yield* admission(attempt.job, policy, limit, gate(provider, policy, limit))
         const replacing = policy.mode === "CancelRunning"
         // a CancelRunning holder is marked so that a newer job can find it; a newcomer asks older holders to stop
@@ -246,17 +237,13 @@ export const make = (provider: SemaphoreProviderService, manager: ConcurrencyLim
               // holder for the claim's admission (conservative). The attempt's scope awaits that release.
               let groupScope: Scope.Closeable | undefined
               let releasing: Fiber.Fiber<void> | undefined
-              let fused: ReadonlyArray<Slot> = []
               if (total !== undefined) {
                 // an admin override of the group's cap wins over the declared total, as for a key
-                const groupLimit = Option.match(yield* groupOverride!, { onNone: () => total.limit, onSome: (o) => o.slots })
+                const groupLimit = Option.match(yield* Fiber.join(groupOverride!), { onNone: () => total.limit, onSome: (o) => o.slots })
                 const outer = yield* Effect.scope
                 groupScope = yield* Scope.fork(outer)
                 yield* Effect.addFinalizer(() => (releasing === undefined ? Effect.void : Effect.asVoid(Fiber.join(releasing))))
-                const group = yield* Scope.provide(provider.tryAcquire(TOTAL_PREFIX + total.group, groupLimit, 0), groupScope).pipe(
-                  // the key's slot came with the group's (the PostgreSQL provider's carried admission): that one
-                  Effect.provideService(CarriedWith, slot)
-                )
+                const group = yield* Scope.provide(provider.tryAcquire(TOTAL_PREFIX + total.group, groupLimit, 0), groupScope)
                 yield* Metric.update(gateTotalOf(Option.isSome(group) ? "TotalAcquired" : "TotalFull", keyFamily(key)), 1)
                 if (Option.isNone(group)) {
                   return dropsNewcomer(policy.mode)
@@ -265,11 +252,6 @@ export const make = (provider: SemaphoreProviderService, manager: ConcurrencyLim
                       Outcome.Requeued({ reason: groupRequeuedText(total.group, groupLimit), keepsTag: true })
                 }
                 held.push([group.value, `Slot of group '${total.group}'`])
-                // held on the key slot's connection (the PostgreSQL provider's default mode, both slots
-                // handed over by the finalizing statement that claimed this row): the statement that frees
-                // the key's slot frees the group's too, instead of a statement of its own on that
-                // connection (which would run before it, one round trip more); else released at the end
-                if (fusesWith(slot, group.value)) fused = [group.value]
               }
               if (replacing) yield* holders.markHolder(attempt.job.id, attempt.workerId, policy.key)
               // the run's end, told by the worker after the handler (see `SlotEnd`): a loss noticed after it
@@ -282,7 +264,7 @@ export const make = (provider: SemaphoreProviderService, manager: ConcurrencyLim
                     const e = yield* endOf(held, key, outcome)
                     end = e
                     // the handler has ended and every slot's verdict is taken: the group's slot goes now
-                    if (groupScope !== undefined && releasing === undefined && fused.length === 0) releasing = yield* Effect.forkDetach(Scope.close(groupScope, Exit.void))
+                    if (groupScope !== undefined && releasing === undefined) releasing = yield* Effect.forkDetach(Scope.close(groupScope, Exit.void))
                     return e.outcome
                   })
                 )
@@ -290,7 +272,6 @@ export const make = (provider: SemaphoreProviderService, manager: ConcurrencyLim
                 next.pipe(
                   Effect.provideService(CurrentSlot, { key, index: slot.index, fence: slot.fence }),
                   Effect.provideService(HeldSlot, slot),
-                  Effect.provideService(FusedSlots, fused),
                   Effect.provideService(SlotEnd, atEnd)
                 ),
                 Effect.raceAll(held.map(([s, what]) => Effect.as(s.lost, what))),

@@ -31,12 +31,6 @@ export class Job extends Schema.Class<Job>("Job")({
    * override's slots then (null: none). The concurrency gate uses it instead of asking again.
    */
   adminLimit: Schema.optional(Schema.Struct({ key: Schema.String, slots: Schema.NullOr(Schema.Number) })),
-  /**
-   * Likewise for the total cap's group (since 1.1.0): set by a store that reads the admin override of
-   * the row's group in the claiming statement (the built-in PostgreSQL store, when the group overrides'
-   * table is there): the group, and the override's slots then (null: none).
-   */
-  adminGroupLimit: Schema.optional(Schema.Struct({ group: Schema.String, slots: Schema.NullOr(Schema.Number) })),
   /** The reason of an operator's cancel asked for this row while it runs (see `JobStoreService.requestCancel`). */
   cancelRequested: Schema.optional(Schema.String),
   /**

@@ -85,14 +85,6 @@ export interface SemaphoreProviderService {
 /** The semaphore provider tag. Provide `SemaphoreProviderMemory.layer`, `SemaphoreProviderPg.layer` or your own. */
 export class SemaphoreProvider extends Context.Service<SemaphoreProvider, SemaphoreProviderService>()("warp/SemaphoreProvider") {}
 
-/**
- * Set around a `tryAcquire` that asks for a second slot on behalf of the holder of this one (the
- * concurrency gate's group slot, asked with the key's slot held): a provider that took both for one
- * job in one statement (the PostgreSQL provider's carried admission) hands the second to the holder of
- * the first, and to nobody else. Other providers ignore it. Since 1.1.0.
- */
-export const CarriedWith = Context.Reference<Slot | undefined>("warp/SemaphoreCarriedWith", { defaultValue: () => undefined })
-
 /** The slot names of `name` at `limit`. */
 export const slotName = (name: string, index: number): string => `${name}:${index}`
 
@@ -190,15 +182,11 @@ export interface FusedRelease {
    * The release for a statement that also claims rows (`claimed`: a relation of the claimed rows with
    * their `metadata`, `schedule_time`, `id`, `admin_key` and `admin_slots`), in place of `statement`:
    * the common table expressions `ctes` free this slot and take, on the same connection, a slot for
-   * the first claimed row (by priority descending, ScheduleTime, id: the order its lane runs them) whose
-   * key is in mode Wait, at its limit (the admin override read by the claim, else the row's) — and, for
-   * a row under a total cap, a slot of its group
-   * too (its override as the claim read it, `admin_group` / `admin_group_slots`, else the declared
-   * limit), both or neither (since 1.1.0); `columns` is a one-row relation for the statement's `FROM`
-   * (`released` and the slots taken, `warp_admits`). Run the statement with `run`: a key slot it took
-   * is handed to the next `tryAcquire` of that name in this process whose limit covers it, a group
-   * slot to the `tryAcquire` of its group by the holder of that key slot (`CarriedWith`); either is
-   * released if none asks for it soon.
+   * the first claimed row (by priority descending, ScheduleTime, id: the order its lane runs them) whose key is in mode Wait without a total cap, at its
+   * limit (the admin override read by the claim, else the row's); `columns` is a one-row relation for
+   * the statement's `FROM` (`released` and the slot taken, if any). Run the statement with `run`: a
+   * slot it took is handed to the next `tryAcquire` of that name in this process whose limit covers
+   * it, or released if none asks for it soon.
    */
   readonly carry: (claimed: Statement.Fragment) => {
     readonly ctes: Statement.Fragment

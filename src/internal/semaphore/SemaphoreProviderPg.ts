@@ -40,15 +40,11 @@
  *   pings alone.
  * - Carried admission (default mode, `FusedRelease.carry`). A store's finalizing statement that frees a
  *   slot and claims the lane's next row may also take, on the same connection, a slot for that row's
- *   key (mode Wait; at the admin override the claim read, else the row's limit): the same guarded
- *   scan, both names' guards taken first in one order. The slot is handed to the next `tryAcquire` of
- *   its name in this process whose limit covers its index (the row's attempt, as a rule), without a
- *   scan; one nobody asks for within `ADOPT_WITHIN_MS` is released. The connection stays out of the
- *   pool while it holds either slot. Under a total cap (since 1.1.0) the statement takes the group's
- *   slot too, both or neither, and frees the group slot of the attempt it finalizes when that one is
- *   held on the same connection (`fusedRelease`'s companions): the group's slot is handed only to the
- *   attempt that takes the key's (`CarriedWith`), and a chain of the group's jobs keeps its group slot
- *   from one job to the next (see `admissionCtes`).
+ *   key (mode Wait, no total cap; at the admin override the claim read, else the row's limit): the
+ *   same guarded scan, both names' guards taken first in one order. The slot is handed to the next
+ *   `tryAcquire` of its name in this process whose limit covers its index (the row's attempt, as a
+ *   rule), without a scan; one nobody asks for within `ADOPT_WITHIN_MS` is released. The connection
+ *   stays out of the pool while it holds either slot.
  * - On the slot pool's clients the statements on a slot's connection (the scan, the release, the
  *   store's fused finalizing statement, the pings) run as named prepared statements (`pg/Named.ts`),
  *   parsed and planned once per connection.
@@ -98,7 +94,6 @@ import { queryNamed, runNamed } from "../pg/Named.js"
 import { guardKey, lockId } from "./lockId.js"
 import {
   acquireWith,
-  CarriedWith,
   type FusedRelease,
   type Held,
   randomOffset,
@@ -293,25 +288,7 @@ const ADMIT_GUARD = [sha256Int("'warp:semaphore-guard:' || adm.name", 1), sha256
  */
 export const LOCK_PREFIX = "warp:concurrency:"
 
-/** Likewise, the prefix of a total cap's group slot names (`ConcurrencyBehavior.TOTAL_PREFIX`; a test checks they agree). */
-export const TOTAL_PREFIX = "warp:concurrency-total:"
-
-const fusable = new WeakMap<Slot, (companions: ReadonlyArray<Slot>) => FusedRelease | undefined>()
-
-/**
- * A held slot of a provider's default mode, as another slot's fused release may take it along (see
- * {@link fusedRelease}): its connection's lane, its lock id and name, whether it is still held, and what
- * marks it released by a statement.
- */
-interface Companion {
-  readonly lane: object
-  readonly name: string
-  readonly id: string
-  readonly index: number
-  readonly holds: () => boolean
-  readonly releasedByStatement: () => void
-}
-const companionOf = new WeakMap<Slot, Companion>()
+const fusable = new WeakMap<Slot, () => FusedRelease | undefined>()
 
 /**
  * Whether `err` is the server's answer to a statement (an ErrorResponse with a SQLSTATE) rather than
@@ -325,23 +302,9 @@ const serverAnswered = (err: unknown): boolean => {
 
 /**
  * The release of `slot` a store may fuse into its finalizing statement (see {@link FusedRelease}):
- * none for a slot of another provider, of a multiplexed provider, already released, or lost. The
- * `companions` held on the same connection (the attempt's group slot) are freed by the same statement
- * (since 1.1.0); the others are left to their scopes.
+ * none for a slot of another provider, of a multiplexed provider, already released, or lost.
  */
-export const fusedRelease = (slot: Slot, companions: ReadonlyArray<Slot> = []): FusedRelease | undefined => fusable.get(slot)?.(companions)
-
-/**
- * Whether `other` would be released by the fused release of `slot` when passed as its companion (see
- * {@link fusedRelease}): both are held, on one connection of a provider's default mode, and `slot` offers
- * its release. The concurrency gate then leaves the release of its group's slot to the finalizing
- * statement that frees the key's slot (since 1.1.0).
- */
-export const fusesWith = (slot: Slot, other: Slot): boolean => {
-  const a = companionOf.get(slot)
-  const b = companionOf.get(other)
-  return a !== undefined && b !== undefined && a !== b && a.lane === b.lane && a.holds() && b.holds() && fusable.get(slot)?.([]) !== undefined
-}
+export const fusedRelease = (slot: Slot): FusedRelease | undefined => fusable.get(slot)?.()
 
 /** The guard key of `name`, in the two-int advisory key space (exported for tests). */
 export const guardOf = (name: string): readonly [number, number] => {
@@ -416,11 +379,6 @@ interface HandedOver {
   readonly fence: bigint | undefined
   readonly sentAt: number
   readonly at: number
-  /**
-   * The group's slot the same statement took for the same row (a total cap), under its group's name:
-   * handed over with this slot, to the attempt that takes it (see `CarriedWith`), never by name alone.
-   */
-  companion?: { readonly name: string; readonly slot: HandedOver } | undefined
 }
 
 /**
@@ -589,89 +547,49 @@ export const make = (options: PgProviderOptions = {}): Effect.Effect<SemaphorePr
     }
 
     /**
-     * The release of the slots `released` (held by the lane `token`; the attempt's key slot, and its
-     * group's slot when it is held on the same connection) fused with the admission of a claimed row, for
-     * `FusedRelease.carry`: the slot of its key (mode Wait) and, for a row under a total cap, the slot of
-     * its group too — both or neither (a slot taken without the other is given back in the same
-     * statement). The keys' guards are taken first, in one order for every statement (two statements
-     * that each take several guards cannot wait for each other). A group's slot is taken without its
-     * guard, starting at the index of the group slot released here: the session holds that one (session
-     * locks are re-entrant), so in a chain of the group's jobs the lane keeps its group slot from one job
-     * to the next, never free in between, and its marker stays. The guard serves the scans' "full means
-     * full" (a release is seen with its marker's removal), and here it would be held by every finalizing
-     * statement of the group up to its synchronous commit, serializing the group's lanes; a group slot
-     * this statement frees without taking it again is freed under its guard, as any release — unless the
-     * key's slot turned out full, when the group slot re-taken is given back without it (a scan of another
-     * holder may then find the group full until this statement commits: a requeue, never one holder too
-     * many). The session's deadline is put back at the end only when the lane holds nothing after it
-     * (`othersHeld`: slots it holds that this statement does not release); a slot in `excluded` (held on
-     * this connection for another attempt) is never taken.
+     * The release of slot `id` of `name` (held by the lane `token`) fused with the admission of a
+     * claimed row, for `FusedRelease.carry`. Both names' guards are taken first, in one order for every
+     * statement (two statements that each take two guards cannot wait for each other); the release
+     * leaves the session's deadline to the end of the statement, which puts it back only when no slot
+     * was taken; when the slot taken is the one released (same name, same index), its marker stays.
      */
-    const admissionCtes = (
-      released: ReadonlyArray<{ readonly name: string; readonly id: string; readonly index: number }>,
-      token: string,
-      claimed: Statement.Fragment,
-      excluded: ReadonlyArray<string>,
-      othersHeld: boolean
-    ) => {
-      const keys = released.filter((r) => !r.name.startsWith(TOTAL_PREFIX))
-      const groups = released.filter((r) => r.name.startsWith(TOTAL_PREFIX))
-      const g1s = `{${keys.map((r) => guardOf(r.name)[0]).join(",")}}`
-      const g2s = `{${keys.map((r) => guardOf(r.name)[1]).join(",")}}`
-      // the released group slots (name, index, guard), as JSON: re-taken first by the group's admission
-      const releasedGroups = JSON.stringify(groups.map((r) => ({ nm: r.name, idx: r.index, k1: guardOf(r.name)[0], k2: guardOf(r.name)[1] })))
-      const ids = `{${released.map((r) => r.id).join(",")}}`
-      const ex = `{${excluded.join(",")}}`
+    const admissionCtes = (name: string, id: string, token: string, claimed: Statement.Fragment) => {
+      const [g1, g2] = guardOf(name)
       const key = sql`(c.metadata #>> '{policies,concurrency,value,key}')`
       const lim = sql`(c.metadata #>> '{policies,concurrency,value,limit}')`
-      const group = sql`(c.metadata #>> '{policies,concurrency,value,total,group}')`
-      const glim = sql`(c.metadata #>> '{policies,concurrency,value,total,limit}')`
       const slotId = sql.literal(ADMIT_SLOT_ID)
       const gone = markers
         ? sql`, mark AS (
   INSERT INTO warp_semaphore_marker (lock_id, holder, until)
-  SELECT id, ${token}::text, clock_timestamp() + ${deadlineMs}::float8 * interval '1 millisecond' FROM kept
+  SELECT id, ${token}::text, clock_timestamp() + ${deadlineMs}::float8 * interval '1 millisecond' FROM scan WHERE got
   ON CONFLICT (lock_id) DO UPDATE SET holder = EXCLUDED.holder, until = EXCLUDED.until
   WHERE ${sql.literal(MARKER_STALE)}
 ), warp_marker_gone AS (
-  DELETE FROM warp_semaphore_marker WHERE lock_id = ANY(${ids}::bigint[]) AND holder = ${token}::text
-    AND NOT EXISTS (SELECT 1 FROM kept WHERE kept.id = warp_semaphore_marker.lock_id)
+  DELETE FROM warp_semaphore_marker WHERE lock_id = ${id}::bigint AND holder = ${token}::text
+    AND NOT EXISTS (SELECT 1 FROM scan WHERE got AND scan.id = ${id}::bigint)
 )`
         : sql``
-      const ctes = sql`adm_row AS MATERIALIZED (
-  SELECT ${key} AS k, kl.lim AS klim, ${group} AS g, gl.lim AS glim
+      const ctes = sql`adm AS MATERIALIZED (
+  SELECT ${LOCK_PREFIX}::text || ${key} AS name, l.lim, floor(random() * l.lim)::int AS off
   FROM ${claimed} c
   CROSS JOIN LATERAL (SELECT CASE WHEN c.admin_key IS NOT DISTINCT FROM ${key} AND c.admin_slots IS NOT NULL THEN c.admin_slots
-                                  WHEN ${lim} ~ '^[1-9][0-9]{0,3}$' THEN ${lim}::int END AS lim) kl
-  CROSS JOIN LATERAL (SELECT CASE WHEN ${group} IS NULL THEN NULL
-                                  WHEN c.admin_group IS NOT DISTINCT FROM ${group} AND c.admin_group_slots IS NOT NULL THEN c.admin_group_slots
-                                  WHEN ${glim} ~ '^[1-9][0-9]{0,3}$' THEN ${glim}::int END AS lim) gl
-  WHERE (c.metadata #>> '{policies,concurrency,value,mode}') = 'Wait' AND ${key} IS NOT NULL AND kl.lim BETWEEN 1 AND ${SCAN_ALL}
-    AND ((c.metadata #> '{policies,concurrency,value,total}') IS NULL OR (${group} IS NOT NULL AND gl.lim BETWEEN 1 AND ${SCAN_ALL}))
+                                  WHEN ${lim} ~ '^[1-9][0-9]{0,3}$' THEN ${lim}::int END AS lim) l
+  WHERE (c.metadata #>> '{policies,concurrency,value,mode}') = 'Wait' AND (c.metadata #> '{policies,concurrency,value,total}') IS NULL
+    AND ${key} IS NOT NULL AND l.lim BETWEEN 1 AND ${SCAN_ALL}
   ORDER BY c.priority DESC, c.schedule_time, c.id
   LIMIT 1
-), adm AS MATERIALIZED (
-  SELECT x.n, x.name, x.lim,
-         coalesce((SELECT rl.idx FROM jsonb_to_recordset(${releasedGroups}::jsonb) AS rl(nm text, idx int, k1 int, k2 int)
-                   WHERE rl.nm = x.name AND rl.idx < x.lim LIMIT 1),
-                  floor(random() * x.lim)::int) AS off
-  FROM adm_row a CROSS JOIN LATERAL (VALUES (0, ${LOCK_PREFIX}::text || a.k, a.klim), (1, ${TOTAL_PREFIX}::text || a.g, a.glim)) x(n, name, lim)
-  WHERE x.name IS NOT NULL
 ), guards AS MATERIALIZED (
   SELECT count(pg_advisory_xact_lock(x.k1, x.k2)) AS n FROM (
     SELECT k1, k2 FROM (
-      SELECT k1, k2 FROM unnest(${g1s}::int[], ${g2s}::int[]) AS rg(k1, k2)
-      UNION SELECT ${sql.literal(ADMIT_GUARD[0])}, ${sql.literal(ADMIT_GUARD[1])} FROM adm WHERE adm.n = 0
-      UNION SELECT rgg.k1, rgg.k2 FROM jsonb_to_recordset(${releasedGroups}::jsonb) AS rgg(nm text, idx int, k1 int, k2 int)
-            WHERE NOT EXISTS (SELECT 1 FROM adm WHERE adm.n = 1 AND adm.name = rgg.nm)
+      SELECT ${g1}::int AS k1, ${g2}::int AS k2
+      UNION SELECT ${sql.literal(ADMIT_GUARD[0])}, ${sql.literal(ADMIT_GUARD[1])} FROM adm
     ) u ORDER BY k1, k2
   ) x
-), scan(n, i, got, id) AS (
-  SELECT adm.n, -1, false, NULL::bigint FROM adm, guards
+), scan(i, got, id) AS (
+  SELECT -1, false, NULL::bigint FROM adm, guards
   UNION ALL
-  SELECT s.n, s.i + 1,
-         CASE WHEN ${slotId} = ANY(${ex}::bigint[]) THEN false
-              WHEN NOT pg_try_advisory_lock(${slotId}) THEN false${
+  SELECT s.i + 1,
+         CASE WHEN NOT pg_try_advisory_lock(${slotId}) THEN false${
            markers
              ? sql`
               WHEN warp_semaphore_marker_blocks(${slotId}, ${token}::text)
@@ -680,50 +598,21 @@ export const make = (options: PgProviderOptions = {}): Effect.Effect<SemaphorePr
          }
               ELSE true END,
          ${slotId}
-  FROM scan s JOIN adm ON adm.n = s.n WHERE NOT s.got AND s.i + 1 < adm.lim
-), took AS MATERIALIZED (
-  SELECT s.n, s.id, adm.name, (adm.off + s.i) % adm.lim AS idx FROM scan s JOIN adm ON adm.n = s.n WHERE s.got
-), kept AS MATERIALIZED (
-  SELECT t.* FROM took t WHERE (SELECT count(*) FROM took) = (SELECT count(*) FROM adm)
-), undone AS MATERIALIZED (
-  SELECT count(pg_advisory_unlock(t.id)) AS n FROM took t WHERE NOT EXISTS (SELECT 1 FROM kept)
+  FROM scan s, adm WHERE NOT s.got AND s.i + 1 < adm.lim
 )${gone}, r AS (
-  SELECT (SELECT bool_and(pg_advisory_unlock(x)) FROM unnest(${ids}::bigint[]) x) AS released FROM guards
+  SELECT pg_advisory_unlock(${id}::bigint) AS released FROM guards
 )`
       const columns = sql`(
-  SELECT (SELECT released FROM r) AS released, (SELECT n FROM undone) AS warp_undone,
-         (SELECT json_agg(json_build_object('name', k.name, 'id', k.id::text, 'index', k.idx,
-                                            'fence', CASE WHEN ${fencing}::boolean THEN nextval('warp_semaphore_fence')::text END) ORDER BY k.n)
-          FROM kept k) AS warp_admits,
+  SELECT (SELECT released FROM r) AS released, t.name AS warp_admit_name, t.id::text AS warp_admit_id, t.idx AS warp_admit_index,
+         t.fence AS warp_admit_fence,
          CASE WHEN ${sessionDeadline}::text IS NULL THEN NULL
-              ELSE set_config('idle_session_timeout',
-                              CASE WHEN ${othersHeld}::boolean OR EXISTS (SELECT 1 FROM kept) THEN ${sessionDeadline}::text ELSE ${resetDeadline ?? "0"}::text END,
-                              false) END AS warp_deadline
+              ELSE set_config('idle_session_timeout', CASE WHEN t.id IS NULL THEN ${resetDeadline ?? "0"}::text ELSE ${sessionDeadline}::text END, false) END AS warp_deadline
+  FROM (SELECT 1) one LEFT JOIN (
+    SELECT adm.name, sc.id, (adm.off + sc.i) % adm.lim AS idx, CASE WHEN ${fencing}::boolean THEN nextval('warp_semaphore_fence')::text END AS fence
+    FROM scan sc, adm WHERE sc.got
+  ) t ON true
 )`
       return { ctes, columns }
-    }
-
-    /**
-     * The release of the slots `released` held on one connection by the lane `token`, as common table
-     * expressions: `r` unlocks them under their names' guards (taken in one order) and, with `reset` not
-     * null, puts the session's `idle_session_timeout` back; their lock-delay markers are removed.
-     */
-    const releaseManyCtes = (released: ReadonlyArray<{ readonly name: string; readonly id: string }>, token: string, reset: string | null) => {
-      const g1s = `{${released.map((r) => guardOf(r.name)[0]).join(",")}}`
-      const g2s = `{${released.map((r) => guardOf(r.name)[1]).join(",")}}`
-      const ids = `{${released.map((r) => r.id).join(",")}}`
-      const gone = markers
-        ? sql`warp_marker_gone AS (DELETE FROM warp_semaphore_marker WHERE lock_id = ANY(${ids}::bigint[]) AND holder = ${token}::text), `
-        : sql``
-      return sql`${gone}guards AS MATERIALIZED (
-  SELECT count(pg_advisory_xact_lock(x.k1, x.k2)) AS n FROM (
-    SELECT DISTINCT k1, k2 FROM unnest(${g1s}::int[], ${g2s}::int[]) AS rg(k1, k2) ORDER BY k1, k2
-  ) x
-), r AS (
-  SELECT (SELECT bool_and(pg_advisory_unlock(x)) FROM unnest(${ids}::bigint[]) x) AS released,
-         CASE WHEN ${reset}::text IS NULL THEN NULL ELSE set_config('idle_session_timeout', ${reset}::text, false) END AS deadline
-  FROM guards
-)`
     }
 
     /**
@@ -831,7 +720,7 @@ export const make = (options: PgProviderOptions = {}): Effect.Effect<SemaphorePr
           if (fiber.pollUnsafe() === undefined) lane.watchdog = fiber
         }
       }
-      return handedOver.size === 0 && bound.size === 0 ? Effect.void : sweepHandedOver
+      return handedOver.size === 0 ? Effect.void : sweepHandedOver
     })
     yield* Effect.forkScoped(Effect.interruptible(Effect.forever(Effect.andThen(Effect.sleep(Duration.millis(Math.max(1, pingEveryMs / 4))), tick))))
 
@@ -931,9 +820,7 @@ SELECT released, ${markers} AND set_config('synchronous_commit', 'off', true) IS
       const holds = () => mine && !lane.dead && lane.held.has(id)
       const release = Effect.gen(function* () {
         if (lane.dead) return yield* mine ? forget(lane, id) : Effect.void
-        // the connection's deadline is put back only when this was its last slot (a slot handed over for
-        // the next job, or the group's slot, may hold it on)
-        if (holds()) yield* unlock(lane, name, id, lane.held.size <= 1)
+        if (holds()) yield* unlock(lane, name, id, true)
         mine = false
         if (!lane.dead && lane.held.size === 0) {
           yield* unwatch(lane)
@@ -941,7 +828,7 @@ SELECT released, ${markers} AND set_config('synchronous_commit', 'off', true) IS
         }
       })
       const slot: Slot = { name, index, lost: Deferred.await(lane.lost), fence, lapsed, heldThrough }
-      const runOnLane = (text: string, params: ReadonlyArray<unknown>, along: ReadonlyArray<Companion> = []) =>
+      const runOnLane = (text: string, params: ReadonlyArray<unknown>) =>
         Effect.suspend(() => {
           if (!holds()) return Effect.failSync(() => new SemaphoreError({ name, message: "slot no longer held" }))
           const failed = (cause: unknown) => new SemaphoreError({ name, message: "finalizing statement failed on the slot connection", cause })
@@ -989,66 +876,31 @@ SELECT released, ${markers} AND set_config('synchronous_commit', 'off', true) IS
               Effect.sync(() => {
                 mine = false
                 lane.held.delete(id)
-                for (const c of along) c.releasedByStatement()
                 lane.answeredAt = Math.max(lane.answeredAt, sent)
               })
             )
           )
         })
-      /**
-       * The fused release of this slot and of the companions held on this connection (the attempt's
-       * group slot): one statement frees them all; its carrying form may take the next row's key and
-       * group slots on this connection (see `admissionCtes`).
-       */
-      const fusedWith = (along: ReadonlyArray<Companion>): FusedRelease => {
-        const released = [{ name, id, index }, ...along.map((c) => ({ name: c.name, id: c.id, index: c.index }))]
-        return {
-          client: sql,
-          // the session's deadline is put back only when the lane holds nothing else
-          statement: along.length === 0
-            ? releaseCtes(name, id, lane.token, lane.held.size > 1 ? null : resetDeadline)
-            : releaseManyCtes(released, lane.token, lane.held.size > released.length ? null : resetDeadline),
-          run: (text, params) => runOnLane(text, params, along),
-          carry: (claimed) => {
-            const sentAt = performance.now()
-            const ids = new Set(released.map((r) => r.id))
-            const others = [...lane.held].filter((h) => !ids.has(h))
-            return {
-              ...admissionCtes(released, lane.token, claimed, others, others.length > 0),
-              run: (text, params) =>
-                Effect.map(runOnLane(text, params, along), (rows) => {
-                  const row = rows[0] as { warp_admits?: ReadonlyArray<{ name: string; id: string; index: number; fence: string | null }> | string | null } | undefined
-                  const admits = typeof row?.warp_admits === "string" ? JSON.parse(row.warp_admits) : row?.warp_admits
-                  if (admits != null && admits.length > 0) {
-                    adopt(lane, admits.map((a: { name: string; id: string; index: number; fence: string | null }) => ({
-                      name: a.name, id: String(a.id), index: Number(a.index), fence: a.fence == null ? undefined : BigInt(a.fence)
-                    })), sentAt)
-                  }
-                  return rows
-                })
-            }
+      const fusedOnce: FusedRelease = {
+        client: sql,
+        statement: releaseCtes(name, id, lane.token, resetDeadline),
+        run: runOnLane,
+        carry: (claimed) => {
+          const sentAt = performance.now()
+          return {
+            ...admissionCtes(name, id, lane.token, claimed),
+            run: (text, params) =>
+              Effect.map(runOnLane(text, params), (rows) => {
+                const row = rows[0] as { warp_admit_name?: string | null; warp_admit_id?: string | null; warp_admit_index?: number | null; warp_admit_fence?: string | null } | undefined
+                if (row?.warp_admit_name != null && row.warp_admit_id != null && row.warp_admit_index != null) {
+                  adopt(lane, row.warp_admit_name, String(row.warp_admit_id), Number(row.warp_admit_index), row.warp_admit_fence == null ? undefined : BigInt(row.warp_admit_fence), sentAt)
+                }
+                return rows
+              })
           }
         }
       }
-      fusable.set(slot, (companions) => {
-        if (!holds()) return undefined
-        const along = companions.flatMap((c) => {
-          const h = companionOf.get(c)
-          return h !== undefined && h.lane === lane && h.id !== id && h.holds() ? [h] : []
-        })
-        return fusedWith(along)
-      })
-      companionOf.set(slot, {
-        lane,
-        name,
-        id,
-        index,
-        holds,
-        releasedByStatement: () => {
-          mine = false
-          lane.held.delete(id)
-        }
-      })
+      fusable.set(slot, () => (holds() ? fusedOnce : undefined))
       return { slot, release }
     }
 
@@ -1099,38 +951,12 @@ SELECT released, ${markers} AND set_config('synchronous_commit', 'off', true) IS
      * `ADOPT_WITHIN_MS` (then released).
      */
     const handedOver = new Map<string, Array<HandedOver>>()
-    /**
-     * The slots of one statement's admission (`admits`: the key's, then the group's under a total cap):
-     * the key's by its name, the group's bound to it.
-     */
-    const adopt = (lane: Lane, admits: ReadonlyArray<{ readonly name: string; readonly id: string; readonly index: number; readonly fence: bigint | undefined }>, sentAt: number) => {
-      const [first, second] = admits
-      if (first === undefined) return
-      const at = performance.now()
-      const entry: HandedOver = { lane, id: first.id, index: first.index, fence: first.fence, sentAt, at }
-      lane.held.add(first.id)
-      if (second !== undefined) {
-        lane.held.add(second.id)
-        entry.companion = { name: second.name, slot: { lane, id: second.id, index: second.index, fence: second.fence, sentAt, at } }
-      }
-      const list = handedOver.get(first.name) ?? []
-      list.push(entry)
-      handedOver.set(first.name, list)
+    const adopt = (lane: Lane, name: string, id: string, index: number, fence: bigint | undefined, sentAt: number) => {
+      lane.held.add(id)
+      const list = handedOver.get(name) ?? []
+      list.push({ lane, id, index, fence, sentAt, at: performance.now() })
+      handedOver.set(name, list)
     }
-    /**
-     * Group slots handed over with a key slot (`HandedOver.companion`), by the key slot an attempt took:
-     * its `tryAcquire` of the group (`CarriedWith` naming that slot) gets it without a scan.
-     */
-    const bound = new Map<Slot, { readonly name: string; readonly slot: HandedOver }>()
-    const takeBound = (carriedWith: Slot | undefined, name: string, limit: number): Effect.Effect<Option.Option<Held>> =>
-      Effect.suspend(() => {
-        const b = carriedWith === undefined ? undefined : bound.get(carriedWith)
-        if (b === undefined || b.name !== name || b.slot.index >= limit) return Effect.succeed(Option.none())
-        bound.delete(carriedWith!)
-        const h = b.slot
-        if (h.lane.dead) return Effect.as(dropHandedOver(name, h), Option.none())
-        return Effect.succeed(Option.some(holding(h.lane, name, h.id, h.index, h.fence, lapsedCheck(h.lane, h.sentAt), heldThroughOf(h.lane, h.sentAt))))
-      })
     /** A slot handed over for `name` usable at `limit`, as held; none when there is none (or its lane died). */
     const takeHandedOver = (name: string, limit: number): Effect.Effect<Option.Option<Held>> =>
       Effect.suspend(() => {
@@ -1141,16 +967,11 @@ SELECT released, ${markers} AND set_config('synchronous_commit', 'off', true) IS
         const [h] = list.splice(at, 1)
         if (list.length === 0) handedOver.delete(name)
         if (h!.lane.dead) return Effect.as(dropHandedOver(name, h!), Option.none())
-        const held = holding(h!.lane, name, h!.id, h!.index, h!.fence, lapsedCheck(h!.lane, h!.sentAt), heldThroughOf(h!.lane, h!.sentAt))
-        if (h!.companion !== undefined) bound.set(held.slot, h!.companion)
-        return Effect.succeed(Option.some(held))
+        return Effect.succeed(Option.some(holding(h!.lane, name, h!.id, h!.index, h!.fence, lapsedCheck(h!.lane, h!.sentAt), heldThroughOf(h!.lane, h!.sentAt))))
       })
-    /** Releases a handed-over slot nobody took (or whose lane died), and its group's slot if still bound to it. */
-    const dropHandedOver = (name: string, h: HandedOver): Effect.Effect<void> => {
-      const own = holding(h.lane, name, h.id, h.index, h.fence, Effect.succeed(true), Effect.succeed(Effect.succeed(false))).release
-      const c = h.companion
-      return c === undefined ? own : Effect.andThen(own, dropHandedOver(c.name, c.slot))
-    }
+    /** Releases a handed-over slot nobody took (or whose lane died). */
+    const dropHandedOver = (name: string, h: HandedOver) =>
+      holding(h.lane, name, h.id, h.index, h.fence, Effect.succeed(true), Effect.succeed(Effect.succeed(false))).release
     /** Releases the handed-over slots left unasked for `ADOPT_WITHIN_MS` (from the watchdog's tick). */
     const sweepHandedOver = Effect.suspend(() => {
       const now = performance.now()
@@ -1164,12 +985,6 @@ SELECT released, ${markers} AND set_config('synchronous_commit', 'off', true) IS
           }
         }
         if (list.length === 0) handedOver.delete(name)
-      }
-      for (const [slot, b] of bound) {
-        if (b.slot.lane.dead || now - b.slot.at > ADOPT_WITHIN_MS) {
-          bound.delete(slot)
-          stale.push(dropHandedOver(b.name, b.slot))
-        }
       }
       return stale.length === 0 ? Effect.void : Effect.asVoid(Effect.forkDetach(Effect.all(stale, { discard: true })))
     })
@@ -1220,9 +1035,7 @@ SELECT released, ${markers} AND set_config('synchronous_commit', 'off', true) IS
     yield* Effect.addFinalizer(() =>
       Effect.suspend(() => {
         const left = [...handedOver].flatMap(([name, list]) => list.map((h) => dropHandedOver(name, h)))
-        for (const b of bound.values()) left.push(dropHandedOver(b.name, b.slot))
         handedOver.clear()
-        bound.clear()
         return Effect.all(left, { discard: true })
       })
     )
@@ -1272,11 +1085,8 @@ SELECT released, ${markers} AND set_config('synchronous_commit', 'off', true) IS
           Effect.suspend(() => {
             const scan = limit > SCAN_ALL ? attemptWindows(name, limit) : attempt(name, slotIds(name, limit))
             // a slot a finalizing statement took for a claimed job of this name, if one covers the limit
-            // or the group's slot taken with the key slot the caller holds (`CarriedWith`)
-            const first = Effect.flatMap(CarriedWith, (carriedWith) =>
-              carriedWith !== undefined && bound.has(carriedWith)
-                ? Effect.flatMap(takeBound(carriedWith, name, limit), (h) => (Option.isSome(h) ? Effect.succeed(h) : scan))
-                : handedOver.has(name) ? Effect.flatMap(takeHandedOver(name, limit), (h) => (Option.isSome(h) ? Effect.succeed(h) : scan)) : scan
+            const first = Effect.suspend(() =>
+              handedOver.has(name) ? Effect.flatMap(takeHandedOver(name, limit), (h) => (Option.isSome(h) ? Effect.succeed(h) : scan)) : scan
             )
             return acquireWith(first, timeout, every)
           })

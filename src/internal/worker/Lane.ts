@@ -42,18 +42,6 @@ const BATCH_QUICK_MS = 25
 const CARRIED_CLAIM = 1
 
 /**
- * A lane's chain of jobs under a total cap is broken every this many jobs: the finalizing write of the
- * last one carries no claim, and the lane sleeps one poll interval before it claims again. A carried
- * claim takes the group's next row and its slots in the statement that frees the group slot (the lane
- * keeps its group slot from one job to the next: see the PostgreSQL provider's carried admission), so
- * while the group has due rows its slots would stay with the lanes that hold them, and the lanes of other
- * processes would only find the group full. The freed slot goes to the first lane, of any process, whose
- * poll comes (such a write sends no `Freed` wake-up: every woken lane would race for the one slot, and
- * the losers be requeued). Since 1.1.0.
- */
-export const CAPPED_CHAIN = 16
-
-/**
  * Claims up to `n` rows. Their local lease deadline counts from when the claiming statement was sent,
  * not from when its reply arrived: a reply that comes back late (a stalled connection, a paused
  * process) leaves a claim that may already have run out on the server and been taken by another
@@ -122,8 +110,6 @@ export const lane = (options: LaneOptions): Effect.Effect<void> =>
     // the row claimed by the last finalizing write of a batch (see `Finalize.NextClaim`): the next
     // batch, claimed without a statement of its own; an empty list: that claim found nothing due
     let carried: Array<Job> | undefined
-    // capped jobs run in a row by this lane (see `CAPPED_CHAIN`)
-    let cappedChain = 0
     const claimed: NextClaim["claimed"] = (jobs, sentAt) => {
       for (const job of jobs) {
         state.inFlight.add(job.id)
@@ -156,8 +142,6 @@ export const lane = (options: LaneOptions): Effect.Effect<void> =>
         let handlersMs = 0
         let smooth = true
         let contendedUnknown = false
-        // a capped chain broken (see `CAPPED_CHAIN`): one poll interval before this lane claims again
-        let yieldSlot = false
         while (jobs.length > 0) {
           if (yield* Deferred.isDone(state.stopping)) {
             later.push(...jobs.splice(0))
@@ -169,14 +153,7 @@ export const lane = (options: LaneOptions): Effect.Effect<void> =>
           if (rowKey !== undefined && (skipping.get(rowKey)?.until ?? 0) > (yield* Clock.currentTimeMillis)) yield* waker.idleOn(rowKey)
           state.inFlight.add(job.id)
           // the batch's last job: its finalizing write may claim the next row (see `CARRIED_CLAIM`)
-          const isCapped = (rowConcurrency(job) as { total?: unknown } | undefined)?.total !== undefined
-          cappedChain = isCapped ? cappedChain + 1 : 0
-          const breaks = isCapped && cappedChain >= CAPPED_CHAIN
-          if (breaks) {
-            cappedChain = 0
-            yieldSlot = true
-          }
-          const next: NextClaim | undefined = jobs.length === 0 && later.length === 0 && carried === undefined && !breaks
+          const next: NextClaim | undefined = jobs.length === 0 && later.length === 0 && carried === undefined
             ? { limit: CARRIED_CLAIM, hint: contendedAt(yield* Clock.currentTimeMillis, rowKey), claimed }
             : undefined
           if (next !== undefined) seen = waker.epoch()
@@ -203,7 +180,6 @@ export const lane = (options: LaneOptions): Effect.Effect<void> =>
         if (fetched > 0) {
           batch = grown(fetched, smooth, handlersMs)
         }
-        if (yieldSlot && later.length === 0 && carried === undefined) yield* idle
         // An immediate requeue for another reason is due again at once: back off one poll interval so
         // this lane does not spin on it.
         if (contendedUnknown) yield* idle

@@ -36,7 +36,7 @@ import * as Layer from "effect/Layer"
 import * as Metric from "effect/Metric"
 import * as Option from "effect/Option"
 import * as Scope from "effect/Scope"
-import { type Attempt, FusedSlots, HeldSlot, lostAfterEndText, SlotEnd } from "../attempt/Attempt.js"
+import { type Attempt, HeldSlot, lostAfterEndText, SlotEnd } from "../attempt/Attempt.js"
 import * as AttemptRecord from "../attempt/AttemptRecord.js"
 import * as ConcurrencySlot from "../attempt/ConcurrencySlot.js"
 import * as JobContext from "../attempt/JobContext.js"
@@ -246,8 +246,7 @@ export const make = (options: RunnerOptions): AttemptRunner => {
       /** The handler, timed (the lane sizes its claims by how long handlers take, not by its own wall time). */
       const handler = timed(record, runHandler(state, record, attempt, keySource))
       /** The finalizing write (once); `release`: the held slot's, freed in the same statement, with the lane's next claim. */
-      const finalize = (outcome: Outcome, release?: Parameters<typeof fusedRelease>[0], along?: ReadonlyArray<Parameters<typeof fusedRelease>[0]>) =>
-        finalizeOnce(job, record, slot, outcome, metadata, release, next, policy?.key, along)
+      const finalize = (outcome: Outcome, release?: Parameters<typeof fusedRelease>[0]) => finalizeOnce(job, record, slot, outcome, metadata, release, next, policy?.key)
 
       if (under !== undefined) return yield* underHeldSlot(job, fiber, under, attempt, record, handler, finalize)
 
@@ -282,7 +281,7 @@ export const make = (options: RunnerOptions): AttemptRunner => {
     fiber: FiberState,
     attempt: Attempt,
     handler: Effect.Effect<Outcome>,
-    finalize: (outcome: Outcome, release?: Parameters<typeof fusedRelease>[0], along?: ReadonlyArray<Parameters<typeof fusedRelease>[0]>) => Effect.Effect<void>,
+    finalize: (outcome: Outcome, release?: Parameters<typeof fusedRelease>[0]) => Effect.Effect<void>,
     wait: ConcurrencyPolicy | undefined
   ): Effect.Effect<Outcome, never, Scope.Scope> => {
     const inside = Effect.flatMap(compose(inner, attempt, handler), lapseChecked(record))
@@ -300,9 +299,7 @@ export const make = (options: RunnerOptions): AttemptRunner => {
     }
     if (attempt.policies.concurrency === undefined) return inside
     return Effect.tap(inside, (outcome) =>
-      Effect.flatMap(HeldSlot, (held) =>
-        held === undefined || fusedRelease(held) === undefined ? Effect.void : Effect.flatMap(FusedSlots, (along) => finalize(outcome, held, along))
-      )
+      Effect.flatMap(HeldSlot, (held) => (held === undefined || fusedRelease(held) === undefined ? Effect.void : finalize(outcome, held)))
     )
   }
 
@@ -364,22 +361,19 @@ export const make = (options: RunnerOptions): AttemptRunner => {
     metadata: unknown,
     release: Parameters<typeof fusedRelease>[0] | undefined,
     next: NextClaim | undefined,
-    key: string | undefined,
-    along: ReadonlyArray<Parameters<typeof fusedRelease>[0]> = []
+    key: string | undefined
   ): Effect.Effect<void> =>
     Effect.suspend(() => {
       if (record.outcome !== undefined) return Effect.void
-      const offered = release === undefined ? undefined : fusedRelease(release, along)
+      const offered = release === undefined ? undefined : fusedRelease(release)
       return Effect.uninterruptible(
         Effect.gen(function* () {
           let fused: FusedRelease | undefined = offered
           let written = outcome
           let unproven: { readonly outcome: Outcome; readonly used: () => void } | undefined
           if (offered !== undefined && release !== undefined) {
-            // every slot the statement frees must show it stayed held up to the run's end
-            const verdicts: Array<Effect.Effect<boolean | undefined>> = []
-            for (const s of [release, ...along]) verdicts.push(s.heldThrough === undefined ? Effect.succeed(false) : yield* s.heldThrough)
-            fused = { ...offered, fallback: Effect.map(Effect.all(verdicts), (held) => held.every((h) => h === true)) }
+            const verdict = release.heldThrough === undefined ? Effect.succeed(false) : yield* release.heldThrough
+            fused = { ...offered, fallback: Effect.map(verdict, (held) => held === true) }
             unproven = {
               outcome: Outcome.Requeued({ reason: lostAfterEndText(`Slot of '${key ?? release.name}'`), keepsPlace: true }),
               used: () => void (written = unproven!.outcome)

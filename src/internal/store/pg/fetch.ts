@@ -144,9 +144,7 @@ export interface ClaimCtes {
   readonly ctes: Statement.Fragment
   /**
    * The claimed rows, with `admin_key` / `admin_slots`: the admin override of each one's key as the
-   * claim read it (NULL when the claim does not read overrides), and `admin_group` /
-   * `admin_group_slots`, the same for the group of its total cap (NULL unless the group overrides'
-   * table is there); a relation for `FROM`.
+   * claim read it (NULL when the claim does not read overrides); a relation for `FROM`.
    */
   readonly rows: Statement.Fragment
 }
@@ -391,12 +389,8 @@ export const claimCtes = (
               expiring(limitsTable) ? sql` AND (expires_at IS NULL OR expires_at > now())` : sql``
             }) AS admin_slots`
           : sql`, NULL::text AS admin_key, NULL::int AS admin_slots`
-      }${
-        limitsTable === "grouped"
-          ? sql`, a.grp AS admin_group, (SELECT slots FROM warp_concurrency_group_limits WHERE group_name = a.grp AND (expires_at IS NULL OR expires_at > now())) AS admin_group_slots`
-          : sql`, NULL::text AS admin_group, NULL::int AS admin_group_slots`
       }
-      FROM fu${withLimits ? sql` CROSS JOIN LATERAL (SELECT ${sql`(fu.metadata #>> '{policies,concurrency,value,key}')`} AS key, ${sql`(fu.metadata #>> '{policies,concurrency,value,total,group}')`} AS grp) a` : sql``})`
+      FROM fu${withLimits ? sql` CROSS JOIN LATERAL (SELECT ${sql`(fu.metadata #>> '{policies,concurrency,value,key}')`} AS key) a` : sql``})`
   }
 }
 

@@ -47,12 +47,7 @@ export const finalize = (
   notify = false
 ): Effect.Effect<boolean, StoreError> => Effect.suspend(() => {
   const { claim, handlerRan = true, job, metadata, outcome, release, workerId } = f
-  // a key under a total cap, written on its slot's connection: the lane's next claim, carried here, takes
-  // the group's next row (and its slots) in this statement, so a wake-up would only send idle lanes to a
-  // full group; a write that carries none ends the lane's chain (`Lane.CAPPED_CHAIN`), and its freed slot
-  // goes to the next lane that polls, where every lane a wake-up sent would race for it
-  const capped = release !== undefined && (metadata as any)?.policies?.concurrency?.value?.total !== undefined
-  const freed = notify && !capped ? freedKey(f) : undefined
+  const freed = notify ? freedKey(f) : undefined
   const state = stateOf(outcome, new Date())
   const log = logOf(outcome)
   const at = outcome._tag === "Requeued" && outcome.at !== undefined ? outcome.at.toISOString() : null

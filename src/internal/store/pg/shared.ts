@@ -39,9 +39,6 @@ export const rowToJob = (r: any): Job =>
       lockedBy: r.locked_by ?? null,
       leaseUntil: r.lease_until === null || r.lease_until === undefined ? null : new Date(r.lease_until),
       ...(typeof r.admin_key === "string" ? { adminLimit: { key: r.admin_key, slots: r.admin_slots === null ? null : Number(r.admin_slots) } } : {}),
-      ...(typeof r.admin_group === "string"
-        ? { adminGroupLimit: { group: r.admin_group, slots: r.admin_group_slots === null || r.admin_group_slots === undefined ? null : Number(r.admin_group_slots) } }
-        : {}),
       ...(typeof r.cancel_requested === "string" ? { cancelRequested: r.cancel_requested } : {}),
       ...(r.fair_tag === null || r.fair_tag === undefined ? {} : { fairTag: Number(r.fair_tag) }),
       priority: r.priority === null || r.priority === undefined ? 0 : Number(r.priority),
