@@ -15,24 +15,11 @@ import * as Layer from "effect/Layer"
 import * as Redacted from "effect/Redacted"
 import { JobStorePg } from "../src/index.js"
 import { claimCtes } from "../src/internal/store/pg/fetch.js"
+import { explain } from "./support/explain.js"
 import { withDatabase } from "./support/server.js"
 
 const rows = Number(process.env.ROWS ?? 100_000)
 const flows = Number(process.env.FLOWS ?? 300)
-
-class Rollback {
-  readonly _tag = "Rollback"
-  constructor(readonly plan: string) {}
-}
-
-const explain = (sql: SqlClient.SqlClient, text: string, params: ReadonlyArray<unknown>) =>
-  sql
-    .withTransaction(
-      Effect.flatMap(sql.unsafe<{ "QUERY PLAN": string }>(`EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) ${text}`, params as Array<unknown>), (r) =>
-        Effect.fail(new Rollback(r.map((x) => x["QUERY PLAN"]).join("\n")))
-      )
-    )
-    .pipe(Effect.catch((e) => (e instanceof Rollback ? Effect.succeed(e.plan) : Effect.fail(e))))
 
 const main = Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient

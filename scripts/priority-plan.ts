@@ -15,24 +15,11 @@ import * as Layer from "effect/Layer"
 import * as Redacted from "effect/Redacted"
 import { JobStorePg } from "../src/index.js"
 import { claimCtes } from "../src/internal/store/pg/fetch.js"
-import { plainOf } from "../src/internal/store/pg/shared.js"
+import { nextDueStatement } from "../src/internal/store/pg/nextDue.js"
+import { explain } from "./support/explain.js"
 import { withDatabase } from "./support/server.js"
 
 const rows = Number(process.env.ROWS ?? 100_000)
-
-class Rollback {
-  readonly _tag = "Rollback"
-  constructor(readonly plan: string) {}
-}
-
-const explain = (sql: SqlClient.SqlClient, text: string, params: ReadonlyArray<unknown>) =>
-  sql
-    .withTransaction(
-      Effect.flatMap(sql.unsafe<{ "QUERY PLAN": string }>(`EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) ${text}`, params as Array<unknown>), (r) =>
-        Effect.fail(new Rollback(r.map((x) => x["QUERY PLAN"]).join("\n")))
-      )
-    )
-    .pipe(Effect.catch((e) => (e instanceof Rollback ? Effect.succeed(e.plan) : Effect.fail(e))))
 
 const main = Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
@@ -57,21 +44,9 @@ const main = Effect.gen(function* () {
     yield* sql`UPDATE warp_jobs SET state = 'Scheduled', schedule_time = now() + interval '1 hour' + random() * interval '1 hour' WHERE priority = 10`
     yield* sql`VACUUM ANALYZE warp_jobs`
     yield* claim(1, "every priority-10 row (10%) scheduled ahead")
-    // nextDue's plain part, as `./pg/nextDue.ts` spells it
-    const [text, params] = sql`
-      WITH RECURSIVE p(v) AS (
-        (SELECT priority FROM warp_jobs WHERE state IN ('Scheduled','Enqueued') AND fair_tag IS NULL AND ${plainOf(sql)}
-         ORDER BY priority DESC LIMIT 1)
-        UNION ALL
-        SELECT (SELECT priority FROM warp_jobs WHERE state IN ('Scheduled','Enqueued') AND fair_tag IS NULL AND ${plainOf(sql)}
-                  AND priority < p.v ORDER BY priority DESC LIMIT 1)
-        FROM p WHERE p.v IS NOT NULL
-      )
-      SELECT min((SELECT schedule_time FROM warp_jobs
-                  WHERE state IN ('Scheduled','Enqueued') AND fair_tag IS NULL AND ${plainOf(sql)}
-                    AND priority = p.v AND schedule_time > now()
-                  ORDER BY schedule_time LIMIT 1)) FROM p WHERE p.v IS NOT NULL`.compile()
-    console.log(`\n=== nextDue, plain part ===\n${yield* explain(sql, text, params)}`)
+    // nextDue, as the store runs it
+    const [text, params] = nextDueStatement(sql).compile()
+    console.log(`\n=== nextDue ===\n${yield* explain(sql, text, params)}`)
   })
 
 const run = (url: string) =>

@@ -11,7 +11,8 @@ import * as Option from "effect/Option"
 import type { StoreError } from "../StoreError.js"
 import { fail, plainOf } from "./shared.js"
 
-export const nextDue = (sql: SqlClient.SqlClient): Effect.Effect<Option.Option<number>, StoreError> =>
+/** The statement of {@link nextDue} (one row, `ms`), also EXPLAINed by `scripts/priority-plan.ts`. */
+export const nextDueStatement = (sql: SqlClient.SqlClient) =>
   sql<{ ms: number | string | null }>`
     WITH RECURSIVE p(v) AS (
       (SELECT priority FROM warp_jobs WHERE state IN ('Scheduled','Enqueued') AND fair_tag IS NULL AND ${plainOf(sql)}
@@ -29,7 +30,10 @@ export const nextDue = (sql: SqlClient.SqlClient): Effect.Effect<Option.Option<n
       (SELECT schedule_time FROM warp_jobs
        WHERE state IN ('Scheduled','Enqueued') AND fair_tag IS NOT NULL AND schedule_time > now()
        ORDER BY schedule_time LIMIT 1)
-    ) - now()) * 1000 AS ms`.pipe(
+    ) - now()) * 1000 AS ms`
+
+export const nextDue = (sql: SqlClient.SqlClient): Effect.Effect<Option.Option<number>, StoreError> =>
+  nextDueStatement(sql).pipe(
     Effect.map((rows) => {
       const ms = rows[0]?.ms
       return ms === null || ms === undefined ? Option.none() : Option.some(Math.max(0, Number(ms)))
