@@ -16,16 +16,39 @@ import { runPrepared } from "./prepared.js"
 import { fail, keyOf, plainOf, rowToJob } from "./shared.js"
 
 /**
- * A row count of the claim (a LIMIT) as a literal of the statement's text, not a parameter: with a
- * parameter the planner cannot cost a generic plan (it assumes a tenth of the table), so PostgreSQL keeps
- * planning the prepared claim afresh at every execution (a custom plan: most of the statement's server
- * time); with the count in the text, its generic plan is costed like a custom one and reused after the
- * fifth execution. The counts are few (a worker's batch sizes), so are the statement texts.
+ * The row count of one of the claim's index walks that lock nothing (the admission's candidates, the
+ * same-slot candidates, the weighted rows' times) as a literal of the statement's text, not a parameter:
+ * with a parameter the planner costs a generic plan as if the walk read a tenth of the index, so on a
+ * backlog of ~10^4 rows or more PostgreSQL never takes the generic plan and plans every claim afresh (2-3
+ * ms of planning against ~1 ms of execution, measured on 20,000 pending rows). The counts that bound
+ * what a claim locks stay parameters (exact); the literals are rounded up by {@link bucket}, so a worker's
+ * claims of 1 to 8 rows make 4 statement texts, not 8 (each text is planned afresh its first five times
+ * on a connection).
  */
+/** `n` rounded up to a power of two (at least 1): the literal row counts' buckets. */
+const bucket = (n: number): number => 2 ** Math.ceil(Math.log2(Math.max(1, n)))
+
 const count = (sql: SqlClient.SqlClient, n: number): Statement.Fragment => {
   if (!Number.isSafeInteger(n) || n < 0) throw new RangeError(`a claim's row count must be a whole number >= 0, got ${n}`)
   return sql.literal(String(n))
 }
+
+/**
+ * The rows of `ids` (an array of ids, in the order to lock them) as `w`, each with its position `c.ord`,
+ * that are still pending and due (`w.fair_tag` as `fair` says): a claim locks its candidates through this,
+ * in `c.ord` order. The candidates were chosen by the statement's own snapshot; the recheck here is what a
+ * row another claim took or a requeue moved meanwhile must pass (a row's Fifo mode and fair-share tag do
+ * not change while it is pending). Written so that no plan but the primary key's fits: by id, not
+ * `ORDER BY` a column (a planner without statistics — a table just filled, before its first ANALYZE —
+ * walked the whole `warp_jobs_due_unfair` to find a handful of ids in its order: 20-33 ms for a claim of
+ * 8 over 20,000 rows, against ~1 ms by primary key), with a recheck that implies no partial index's
+ * predicate, and in a CASE that no index can serve (as `state IN (…)`, the planner ANDed a scan of
+ * `warp_jobs_state_id` over every pending row to the primary key's bitmap: 1-2 ms a claim).
+ */
+const pendingByKey = (sql: SqlClient.SqlClient, ids: Statement.Fragment, fair: "plain" | "any"): Statement.Fragment =>
+  sql`warp_jobs w JOIN unnest(${ids}) WITH ORDINALITY AS c(id, ord) ON c.id = w.id
+          WHERE w.id = ANY(${ids})
+            AND CASE WHEN w.state IN ('Scheduled', 'Enqueued')${fair === "plain" ? sql` AND w.fair_tag IS NULL` : sql``} THEN w.schedule_time <= now() ELSE FALSE END`
 
 /**
  * A limit read from a row's metadata (a text fragment) as an int; one that is not a valid limit
@@ -104,7 +127,7 @@ export const admissionCtes = (
             FROM warp_jobs
             WHERE ${due} AND ${plain} AND fair_tag IS NULL${notContended}
             ORDER BY priority DESC, schedule_time
-            LIMIT ${count(sql, limit + ADMISSION_DEPTH)}
+            LIMIT ${count(sql, bucket(limit) + ADMISSION_DEPTH)}
           ) c0
         ), adm_live AS MATERIALIZED (
           SELECT ${key} AS k, ${group} AS g FROM warp_jobs
@@ -190,8 +213,8 @@ export const claimCtes = (
         // then are locked by primary key: a plan that stays linear even when the table's statistics
         // are stale)
         sql`
-        SELECT id, state AS prev_state, NULL::float8 AS tag, TRUE AS claimed FROM warp_jobs
-        WHERE id = ANY(ARRAY(
+        SELECT w.id, w.state AS prev_state, NULL::float8 AS tag, TRUE AS claimed
+        FROM ${pendingByKey(sql, sql`ARRAY(
             SELECT h.id FROM (
               SELECT id, priority, schedule_time, metadata FROM warp_jobs WHERE ${due} AND ${plain} AND fair_tag IS NULL ORDER BY priority DESC, schedule_time LIMIT ${count(sql, hint.sameSlot.depth)}
             ) h
@@ -199,11 +222,10 @@ export const claimCtes = (
               AND (h.metadata #>> '{policies,concurrency,value,mode}') = 'Wait'
               AND (h.metadata #>> '{policies,concurrency,value,limit}') = ${String(hint.sameSlot.limit)}
             ORDER BY h.priority DESC, h.schedule_time
-            LIMIT ${count(sql, limit + 15)}))
-          AND state IN ('Scheduled', 'Enqueued') AND fair_tag IS NULL
-        ORDER BY priority DESC, schedule_time
-        LIMIT ${count(sql, limit)}
-        FOR UPDATE SKIP LOCKED`
+            LIMIT ${count(sql, bucket(limit) + 15)})`, "plain")}
+        ORDER BY c.ord
+        LIMIT ${limit}
+        FOR UPDATE OF w SKIP LOCKED`
       : // index-ordered branches instead of one OR: expired leases, then the due rows of Fifo keys
         // whose turn it is and the other due rows, merged by (priority descending, ScheduleTime, branch).
         // Each walks its partial index and stops at `limit`, where an OR scanned and sorted the table. Rows of keys the
@@ -244,27 +266,25 @@ export const claimCtes = (
           SELECT id, state AS prev_state FROM warp_jobs
           WHERE state = 'Processing' AND lease_until < now()${excluding === undefined ? sql`` : sql` AND id <> ${excluding}`}
           ORDER BY lease_until
-          LIMIT ${count(sql, limit)}
+          LIMIT ${limit}
           FOR UPDATE SKIP LOCKED
         ), ${admission.ctes}, ready_free AS (
-          SELECT id, state AS prev_state, priority, schedule_time FROM warp_jobs
-          WHERE id = ANY(${admission.free}) AND ${due} AND ${plain} AND fair_tag IS NULL
-          ORDER BY priority DESC, schedule_time, id
-          LIMIT ${count(sql, limit)}
-          FOR UPDATE SKIP LOCKED
+          SELECT w.id, w.state AS prev_state, w.priority, w.schedule_time FROM ${pendingByKey(sql, admission.free, "plain")}
+          ORDER BY c.ord
+          LIMIT ${limit}
+          FOR UPDATE OF w SKIP LOCKED
         ), ready_held AS (
-          SELECT id, state AS prev_state, priority, schedule_time FROM warp_jobs
-          WHERE id = ANY(${admission.held}) AND ${due} AND ${plain} AND fair_tag IS NULL
-          ORDER BY priority DESC, schedule_time, id
+          SELECT w.id, w.state AS prev_state, w.priority, w.schedule_time FROM ${pendingByKey(sql, admission.held, "plain")}
+          ORDER BY c.ord
           LIMIT 1
-          FOR UPDATE SKIP LOCKED
+          FOR UPDATE OF w SKIP LOCKED
         ), ready AS (
           SELECT * FROM ready_free UNION ALL SELECT * FROM ready_held
         ), fair_slot AS (
           SELECT id, state AS prev_state, priority, fair_tag, coalesce(${key}, '#' || id) AS flow FROM warp_jobs
           WHERE ${due} AND fair_tag IS NOT NULL${notContended}
           ORDER BY fair_tag, id
-          LIMIT ${count(sql, limit)}
+          LIMIT ${limit}
           FOR UPDATE SKIP LOCKED
         ), fair_s AS MATERIALIZED (
           SELECT s.*, row_number() OVER (ORDER BY s.fair_tag, s.id) AS rn,
@@ -296,7 +316,7 @@ export const claimCtes = (
             SELECT schedule_time FROM warp_jobs
             WHERE ${due} AND fair_tag IS NOT NULL${notContended}
             ORDER BY schedule_time
-            LIMIT ${count(sql, limit)}
+            LIMIT ${count(sql, bucket(limit))}
           ) t
         ), fair_merged AS (
           SELECT f.id, f.prev_state, f.priority, a.schedule_time, f.rn, f.tag
@@ -320,27 +340,25 @@ export const claimCtes = (
               FROM warp_jobs
               WHERE ${liveFifo} AND ${key} = f.k AND (state = 'Processing' OR attempt > 0 OR schedule_time <= now())
               ORDER BY created_at, id
-              LIMIT ${count(sql, limit)} + r.n
+              LIMIT ${limit} + r.n
             ) x
           ) h
           WHERE f.k IS NOT NULL AND h.state <> 'Processing' AND h.schedule_time <= now() AND h.ahead + r.n < h.lim
         ), fifo_picked AS MATERIALIZED (
           SELECT c.k FROM (
             SELECT t.k, min(t.schedule_time) AS first FROM (
-              SELECT k, schedule_time FROM fifo_heads ORDER BY priority DESC, schedule_time LIMIT ${count(sql, limit)}
+              SELECT k, schedule_time FROM fifo_heads ORDER BY priority DESC, schedule_time LIMIT ${limit}
             ) t GROUP BY t.k
           ) c
           WHERE pg_try_advisory_xact_lock(
             ('x' || substr(md5('warp:fifo:' || c.k), 1, 8))::bit(32)::int,
             ('x' || substr(md5('warp:fifo:' || c.k), 9, 8))::bit(32)::int)
         ), fifo AS (
-          SELECT id, state AS prev_state, priority, schedule_time FROM warp_jobs
-          WHERE id = ANY(ARRAY(
-              SELECT DISTINCT ON (k) id FROM fifo_heads WHERE k IN (SELECT k FROM fifo_picked) ORDER BY k, created_at, id))
-            AND ${due}
-          ORDER BY priority DESC, schedule_time
+          SELECT w.id, w.state AS prev_state, w.priority, w.schedule_time FROM ${pendingByKey(sql, sql`ARRAY(
+              SELECT DISTINCT ON (k) id FROM fifo_heads WHERE k IN (SELECT k FROM fifo_picked) ORDER BY k, created_at, id)`, "any")}
+          ORDER BY w.priority DESC, w.schedule_time
           LIMIT 1
-          FOR UPDATE SKIP LOCKED
+          FOR UPDATE OF w SKIP LOCKED
         ), picked AS MATERIALIZED (
           (SELECT id, prev_state, NULL::float8 AS tag FROM expired)
           UNION ALL
@@ -348,8 +366,8 @@ export const claimCtes = (
               (SELECT id, prev_state, priority, schedule_time, 0 AS b, 0::bigint AS rn, NULL::float8 AS tag FROM fifo)
               UNION ALL (SELECT id, prev_state, priority, schedule_time, 0 AS b, 0::bigint AS rn, NULL::float8 AS tag FROM ready)
               UNION ALL (SELECT id, prev_state, priority, schedule_time, 1 AS b, rn, tag FROM fair_merged)
-              ORDER BY priority DESC, schedule_time, b, rn LIMIT ${count(sql, limit)}) m)
-          LIMIT ${count(sql, limit)}
+              ORDER BY priority DESC, schedule_time, b, rn LIMIT ${limit}) m)
+          LIMIT ${limit}
         ), fair_taken AS MATERIALIZED (
           SELECT f.id, f.own_tag, f.flow, s.id AS slot_id FROM fair f JOIN fair_s s USING (rn) WHERE f.id IN (SELECT id FROM picked)
         ), fair_swap AS (
