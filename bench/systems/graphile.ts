@@ -96,17 +96,20 @@ export const backlog = async (url: string, spec: BacklogSpec): Promise<BacklogRe
  * returned (a dropped or replacing add returns the existing job's id).
  */
 export const dedupe = async (url: string, spec: DedupeSpec, jobKeyMode: "unsafe_dedupe" | "replace"): Promise<DedupeResult> => {
-  const utils = await makeWorkerUtils({ connectionString: url, logger: silent })
-  await utils.migrate()
   const holders = new Holders()
   const runsPerKey = new Map<string, number>()
+  // a pool of ours with an error listener: the runner's idle clients are terminated when the bench drops the
+  // database (WITH (FORCE)), and a pool without a listener would crash the whole run
+  const pool = new pg.Pool({ connectionString: url, max: spec.workers + 2 })
+  pool.on("error", () => {})
+  const utils = await makeWorkerUtils({ pgPool: pool, logger: silent })
+  await utils.migrate()
   const runner = await run({
-    connectionString: url,
+    pgPool: pool,
     concurrency: spec.workers,
     pollInterval: spec.pollMs,
     noHandleSignals: true,
     logger: silent,
-    maxPoolSize: spec.workers + 2,
     taskList: {
       bench: async (payload: any) => {
         holders.enter(payload.key)
@@ -138,6 +141,7 @@ export const dedupe = async (url: string, spec: DedupeSpec, jobKeyMode: "unsafe_
   const settleMs = performance.now() - t0
   await runner.stop()
   await utils.release()
+  await pool.end()
   return { runsPerKey, maxHolders: holders.max, enqueueMs, settleMs, accepted: ids.size, states: {} }
 }
 
