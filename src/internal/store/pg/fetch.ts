@@ -15,6 +15,9 @@ import { expiring, type LimitsTable } from "./readsLimits.js"
 import { runPrepared } from "./prepared.js"
 import { fail, keyOf, plainOf, rowToJob } from "./shared.js"
 
+/** `n` rounded up to a power of two (at least 1): the literal row counts' buckets. */
+const bucket = (n: number): number => 2 ** Math.ceil(Math.log2(Math.max(1, n)))
+
 /**
  * The row count of one of the claim's index walks that lock nothing (the admission's candidates, the
  * same-slot candidates, the weighted rows' times) as a literal of the statement's text, not a parameter:
@@ -25,9 +28,6 @@ import { fail, keyOf, plainOf, rowToJob } from "./shared.js"
  * claims of 1 to 8 rows make 4 statement texts, not 8 (each text is planned afresh its first five times
  * on a connection).
  */
-/** `n` rounded up to a power of two (at least 1): the literal row counts' buckets. */
-const bucket = (n: number): number => 2 ** Math.ceil(Math.log2(Math.max(1, n)))
-
 const count = (sql: SqlClient.SqlClient, n: number): Statement.Fragment => {
   if (!Number.isSafeInteger(n) || n < 0) throw new RangeError(`a claim's row count must be a whole number >= 0, got ${n}`)
   return sql.literal(String(n))
