@@ -97,8 +97,12 @@ const memorySchedules = capWorkload({ maxJobs: 8, durationsMs: [0, 5, 10, 20, 30
 describe("total caps against the model: memory, TestClock", () => {
   afterAll(() => {
     console.log(`total caps model (memory): ${JSON.stringify(seen)}`)
-    // the schedules reach the group's full answers (Skip or Wait) and the key's
-    if (seen.cases >= 20) expect([seen.groupCancelled + seen.groupRequeued > 0, seen.keyCancelled > 0]).toEqual([true, true])
+    // the schedules reach the key's full answers. The group's (Skip or Wait) are no longer reached reliably
+    // by random enqueue-time schedules: since the claim admits (1.1), a row of a full group is never claimed,
+    // so the gate meets a full group only in races (seen in a CI run: 0 of 40 cases); the test below with the
+    // policy on the handler (which the claim cannot see) reaches it every time, and the PostgreSQL property
+    // runs two workers that race
+    if (seen.cases >= 20) expect(seen.keyCancelled > 0).toBe(true)
   })
 
   property(it.effect,
