@@ -1,5 +1,5 @@
 /** graphile-worker: per-key serialisation is `queue_name` (one job of a queue runs at a time). */
-import { Logger, makeWorkerUtils, run } from "graphile-worker"
+import { Logger, makeWorkerUtils, run, type RunnerOptions } from "graphile-worker"
 import pg from "pg"
 import { diffCounters, readCounters, withClient } from "../lib/server.js"
 import { cpuWindow, databaseOf, serverCpu } from "../lib/serverCpu.js"
@@ -35,6 +35,39 @@ export const name = "graphile-worker"
 const silent = new Logger(() => () => {})
 
 /**
+ * A pool of ours with error listeners (the pool's and every client's): graphile-worker's idle clients are
+ * terminated when the bench drops a run's database (`WITH (FORCE)`), and a pool without a listener would
+ * crash the whole run.
+ */
+const guardedPool = (url: string, max: number): pg.Pool => {
+  const pool = new pg.Pool({ connectionString: url, max })
+  pool.on("error", () => {})
+  pool.on("connect", (client) => client.on("error", () => {}))
+  return pool
+}
+
+/**
+ * graphile-worker's runner with `options` (silent, no signal handling) on a pool of ours of `max` clients
+ * (see {@link guardedPool}), or on `pool` when given (ended by its owner); `stop` stops the runner and
+ * ends the pool it made.
+ */
+const startRunner = async (
+  url: string,
+  max: number,
+  options: Omit<RunnerOptions, "pgPool" | "connectionString" | "maxPoolSize" | "logger" | "noHandleSignals">,
+  pool?: pg.Pool
+) => {
+  const own = pool === undefined ? guardedPool(url, max) : undefined
+  const runner = await run({ ...options, pgPool: pool ?? own!, noHandleSignals: true, logger: silent })
+  return {
+    stop: async () => {
+      await runner.stop()
+      await own?.end()
+    }
+  }
+}
+
+/**
  * The queue of job `i`. graphile-worker's queues are serial, so a limit of N on key k is modelled as
  * N queues `k#0..k#{N-1}` filled round-robin (the same key never runs more than N at once).
  */
@@ -63,13 +96,9 @@ export const backlog = async (url: string, spec: BacklogSpec): Promise<BacklogRe
   const t0 = performance.now()
   // CPU time of this (the worker's) process and of the server over the window, as systems/warp.ts measures them
   const window = cpuWindow(server, databaseOf(url))
-  const runner = await run({
-    connectionString: url,
+  const runner = await startRunner(url, spec.workers + 2, {
     concurrency: spec.workers,
     pollInterval: spec.pollMs,
-    noHandleSignals: true,
-    logger: silent,
-    maxPoolSize: spec.workers + 2,
     taskList: {
       bench: async (payload: any) => {
         holders.enter(payload.key)
@@ -98,18 +127,13 @@ export const backlog = async (url: string, spec: BacklogSpec): Promise<BacklogRe
 export const dedupe = async (url: string, spec: DedupeSpec, jobKeyMode: "unsafe_dedupe" | "replace"): Promise<DedupeResult> => {
   const holders = new Holders()
   const runsPerKey = new Map<string, number>()
-  // a pool of ours with an error listener: the runner's idle clients are terminated when the bench drops the
-  // database (WITH (FORCE)), and a pool without a listener would crash the whole run
-  const pool = new pg.Pool({ connectionString: url, max: spec.workers + 2 })
-  pool.on("error", () => {})
+  // producers and runner share one pool, as before
+  const pool = guardedPool(url, spec.workers + 2)
   const utils = await makeWorkerUtils({ pgPool: pool, logger: silent })
   await utils.migrate()
-  const runner = await run({
-    pgPool: pool,
+  const runner = await startRunner(url, spec.workers + 2, {
     concurrency: spec.workers,
     pollInterval: spec.pollMs,
-    noHandleSignals: true,
-    logger: silent,
     taskList: {
       bench: async (payload: any) => {
         holders.enter(payload.key)
@@ -118,7 +142,7 @@ export const dedupe = async (url: string, spec: DedupeSpec, jobKeyMode: "unsafe_
         runsPerKey.set(payload.key, (runsPerKey.get(payload.key) ?? 0) + 1)
       }
     }
-  })
+  }, pool)
   const ids = new Set<string>()
   const t0 = performance.now()
   let next = 0
@@ -160,13 +184,9 @@ export const priority = async (url: string, spec: PrioritySpec): Promise<Priorit
   const insertMs = performance.now() - t0
   const probe = new PriorityProbe(spec.backlog)
   const workerStart = performance.now()
-  const runner = await run({
-    connectionString: url,
+  const runner = await startRunner(url, spec.workers + 2, {
     concurrency: spec.workers,
     pollInterval: spec.pollMs,
-    noHandleSignals: true,
-    logger: silent,
-    maxPoolSize: spec.workers + 2,
     taskList: {
       bench: async (payload: any) => {
         probe.start(payload.i)
@@ -237,8 +257,7 @@ export const claimLatency = async (url: string, spec: ClaimSpec): Promise<ClaimR
     withClient(url, async (c) => Number((await c.query(`SELECT count(*)::int AS n FROM graphile_worker._private_jobs WHERE locked_at IS NULL`)).rows[0].n))
   const block = async (claims: number, warmup: number): Promise<ClaimBlock> => {
     const timer = new ClaimTimer(warmup, claims)
-    const pool = new pg.Pool({ connectionString: url, max: spec.workers + 2 })
-    pool.on("error", () => {})
+    const pool = guardedPool(url, spec.workers + 2)
     pool.on("connect", (client) => {
       const query = client.query.bind(client) as (...args: Array<unknown>) => unknown
       ;(client as any).query = (...args: Array<unknown>) => {
@@ -254,19 +273,16 @@ export const claimLatency = async (url: string, spec: ClaimSpec): Promise<ClaimR
     })
     const holders = new Holders()
     const started = performance.now()
-    const runner = await run({
-      pgPool: pool,
+    const runner = await startRunner(url, spec.workers + 2, {
       concurrency: spec.workers,
       pollInterval: spec.pollMs,
-      noHandleSignals: true,
-      logger: silent,
       taskList: {
         bench: async (payload: any) => {
           holders.enter(payload.key)
           holders.exit(payload.key)
         }
       }
-    })
+    }, pool)
     await waitUntil(() => timer.done, spec.capMs, started)
     await runner.stop()
     await pool.end()
@@ -283,13 +299,9 @@ export const claimLatency = async (url: string, spec: ClaimSpec): Promise<ClaimR
 const idleRunner = async <A>(url: string, workers: number, signals: Signals, use: (utils: Awaited<ReturnType<typeof makeWorkerUtils>>) => Promise<A>): Promise<A> => {
   const utils = await makeWorkerUtils({ connectionString: url, logger: silent })
   await utils.migrate()
-  const runner = await run({
-    connectionString: url,
+  const runner = await startRunner(url, workers + 2, {
     concurrency: workers,
     pollInterval: 100,
-    noHandleSignals: true,
-    logger: silent,
-    maxPoolSize: workers + 2,
     taskList: {
       pickup: async (payload: any) => {
         const { k, role, holdMs } = payload as { k: number; role?: string; holdMs?: number }
