@@ -9,7 +9,9 @@ import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
+import * as Queue from "effect/Queue"
 import * as Scope from "effect/Scope"
+import * as Stream from "effect/Stream"
 import { ConcurrencyLimitManager, JobStorePg, SemaphoreProviderPg as PublicProviderPg } from "warp-effect"
 import type { Job } from "../../src/internal/job/Job.js"
 import { Outcome } from "../../src/internal/job/Outcome.js"
@@ -18,6 +20,7 @@ import { SemaphoreProvider, slotName } from "../../src/internal/semaphore/Semaph
 import { LOCK_PREFIX } from "../../src/internal/concurrency/ConcurrencyBehavior.js"
 import { fusedRelease, guardOf, LOCK_PREFIX as CARRIED_PREFIX, sha256Id, sha256Int } from "../../src/internal/semaphore/SemaphoreProviderPg.js"
 import { JobStore } from "../../src/internal/store/JobStore.js"
+import type { Wakeup } from "../../src/internal/store/Wakeup.js"
 import { sharedDatabase } from "./pg.js"
 
 const db = sharedDatabase()
@@ -340,5 +343,38 @@ describe("PostgreSQL: the slot's release inside the finalizing statement", () =>
       expect((yield* slotHolders(LOCK_PREFIX + full, 1)).length).toBe(1)
       expect(elsewhere.index).toBe(0)
       yield* Scope.close(second.scope, Exit.void)
+    }).pipe(Effect.scoped))
+  it.live("a write whose carried claim came back full sends no Freed; one whose claim came back short does", () =>
+    Effect.gen(function* () {
+      // two keys with due jobs waiting, each freed by a fused write that carries a claim
+      const full = yield* claimAndHold(true, "freed-full")
+      const short = yield* claimAndHold(true, "freed-short")
+      const hints = yield* Queue.unbounded<Wakeup>()
+      yield* Effect.forkScoped(Stream.runForEach(yield* full.store.wakeups!, (h) => Queue.offer(hints, h)))
+      yield* Effect.repeat(Queue.take(hints), { until: (h) => h._tag === "Connected" })
+      const [k1, k2] = [key("waiting-full"), key("waiting-short")]
+      // each key's waiting job is due after every plain row below: a claim takes the plain rows first
+      for (const k of [k1, k2]) {
+        const id = `waiting-${Math.random().toString(36).slice(2)}`
+        yield* full.store.insert([{ id, type: "T", handler: null, payload: {}, state: "Enqueued", scheduleTime: new Date(Date.now() - 500), metadata: keyed(k, 1) }])
+      }
+      yield* oldRows(full.store, "freed", 1)
+      // asks for 1 row and gets it (the plain row): no Freed for k1
+      let got: ReadonlyArray<Job> = []
+      const claimOf = (limit: number) => ({ limit, lease, hint: { contended: [] }, claimed: (jobs: ReadonlyArray<Job>) => void (got = jobs) })
+      expect(yield* full.store.finalize({ job: full.job, workerId: "w1", outcome: Outcome.Succeeded(), metadata: keyed(k1, 1), release: fusedRelease(full.slot), claim: claimOf(1) })).toBe(true)
+      expect(got).toHaveLength(1)
+      // asks for 1,000 and gets fewer: Freed for k2
+      expect(yield* short.store.finalize({ job: short.job, workerId: "w1", outcome: Outcome.Succeeded(), metadata: keyed(k2, 1), release: fusedRelease(short.slot), claim: claimOf(1000) })).toBe(true)
+      expect(got.length).toBeLessThan(1000)
+      // notifications arrive in commit order: everything the first write sent came before the second's
+      const freed: Array<string | undefined> = []
+      while (freed.at(-1) !== k2) {
+        const h = yield* Queue.take(hints)
+        if (h._tag === "Freed") freed.push(h.key)
+      }
+      expect(freed).toEqual([k2])
+      yield* Scope.close(full.scope, Exit.void)
+      yield* Scope.close(short.scope, Exit.void)
     }).pipe(Effect.scoped))
 })

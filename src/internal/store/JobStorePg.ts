@@ -74,7 +74,8 @@ export interface PgStoreOptions {
   readonly counterRollUp?: Duration.Input | undefined
   /**
    * Instant pickup (default true): inserts send one `NOTIFY` per statement (rows due now, the earliest
-   * Scheduled time), a finalizing write that frees a slot of a key with due jobs waiting sends one, and
+   * Scheduled time), a finalizing write that frees a slot of a key with due jobs waiting sends one (not
+   * when the lane's next claim it carries came back with every row it asked for), and
    * the store offers workers those hints (`JobStoreService.wakeups`) through a `LISTEN` on a connection
    * of its own (outside the pool, held while a worker runs, reconnected when it drops), plus the time the
    * next Scheduled row comes due (`nextDue`). Workers then start due jobs without waiting for their poll,

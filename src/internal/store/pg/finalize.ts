@@ -4,7 +4,11 @@
  * unlocking the slot too, when the worker hands it the slot's release of a `SemaphoreProviderPg` on the
  * same `SqlClient`; and there, claiming the lane's next rows too when the worker asks (`Finalize.claim`).
  * With instant pickup on, a write that ends a handler run of a keyed job (it held a slot of the key)
- * also sends a `Freed` notification when due jobs of the key are waiting (see {@link freedNotify}).
+ * also sends a `Freed` notification when due jobs of the key are waiting (see {@link freedNotify}) —
+ * unless the lane's next claim it carries came back with every row it asked for: the due work is then
+ * ample, the busy lanes claim it, and the notification would only wake lanes for nothing at a price (a
+ * notifying transaction holds PostgreSQL's cluster-wide notify lock from its commit's start to its end,
+ * WAL flush included, so notifying writes commit one at a time; see {@link carriedFreed}).
  */
 import type * as SqlClient from "effect/sql/SqlClient"
 import type * as Statement from "effect/sql/Statement"
@@ -30,6 +34,24 @@ export const freedNotify = (sql: SqlClient.SqlClient, key: Statement.Fragment, p
       SELECT 1 FROM warp_jobs w
       WHERE w.state IN ('Scheduled','Enqueued') AND (w.metadata #>> '{policies,concurrency,value,key}') = ${key} AND w.schedule_time <= now()
     ) THEN pg_notify(${Wakeup.channel}, ${payload})::text END`
+
+/**
+ * The `Freed` column of a finalizing write that carries the lane's next claim (`claimed`: the relation
+ * of the rows it claimed, `limit`: how many it asked for): {@link freedNotify}, only when the write
+ * landed (`written`: true when it did) and the claim came back short. A claim that took every row it
+ * asked for leaves the notification out: there is more due work than this lane asked for, so other
+ * lanes are claiming anyway. Measured on a 300-key backlog (limit 1, 8 lanes, PostgreSQL 15 with
+ * fsync on): with the notification in every such write, its commits queued on the notify lock (`Lock:
+ * object`, the most sampled wait) and the server spent 3.5–3.6 ms CPU per job; without, 2.8–3.0.
+ */
+export const carriedFreed = (
+  sql: SqlClient.SqlClient,
+  key: string,
+  written: Statement.Fragment,
+  claimed: Statement.Fragment,
+  limit: number
+) =>
+  sql`CASE WHEN ${written} AND (SELECT count(*) FROM ${claimed}) < ${limit}::int THEN ${freedNotify(sql, sql`${key}`, sql`${Wakeup.freedPayload(key)}`)} END`
 
 /** The key whose slot a finalizing write of this attempt frees (its handler ran under the key), if any. */
 export const freedKey = (f: Finalize): string | undefined => ((f.handlerRan ?? true) ? concurrencyKeyOf(f.metadata) : undefined)
@@ -60,6 +82,8 @@ export const finalize = (
   const fairTag = !retag ? sql`` : fair === undefined ? sql`, fair_tag = NULL` : sql`, fair_tag = ${nextTag(sql, sql`${fair.flow}::text`, sql`${fair.weight}::float8`)}`
   // the slot's release, fused into this statement when it is held on a connection of this client
   const fused = release !== undefined && release.client === sql ? release : undefined
+  // a write that carries the lane's next claim tells `Freed` from its final row instead (see `carriedFreed`)
+  const notifies = freed !== undefined && (fused === undefined || claim === undefined)
   const write = sql`u AS (
           UPDATE warp_jobs
           SET ${finalizeSet(sql, {
@@ -70,7 +94,7 @@ export const finalize = (
             ran: sql`${handlerRan}`
           })}${fairTag}
           WHERE id = ${job.id} AND state = 'Processing' AND locked_by = ${workerId} AND attempt = ${job.attempt}
-          RETURNING id${freed === undefined ? sql`` : sql`, ${freedNotify(sql, sql`${freed}`, sql`${Wakeup.freedPayload(freed)}`)} AS freed`}
+          RETURNING id${notifies ? sql`, ${freedNotify(sql, sql`${freed}`, sql`${Wakeup.freedPayload(freed)}`)} AS freed` : sql``}
         ), l AS (
           INSERT INTO warp_job_logs (job_id, kind, message, counter) SELECT id, ${log.kind}, ${log.message}, ${counter} FROM u
         )`
@@ -100,7 +124,9 @@ export const finalize = (
     const carry = fused.carry(sql`kc`)
     const [text, params] = sql`WITH RECURSIVE ${write}, ${next.ctes}, kc AS MATERIALIZED (SELECT * FROM ${next.rows} k0), ${carry.ctes}
         SELECT s.n AS warp_written, a.*, k.*
-        FROM (SELECT count(*)::int AS n FROM u) s CROSS JOIN ${carry.columns} a
+        FROM (SELECT count(*)::int AS n${
+          freed === undefined ? sql`` : sql`, ${carriedFreed(sql, freed, sql`count(*) = 1`, sql`kc`, claim.limit)} AS freed`
+        } FROM u) s CROSS JOIN ${carry.columns} a
         LEFT JOIN kc k ON true
         ORDER BY k.schedule_time, k.id`.compile()
     return carry.run(text, params).pipe(
