@@ -58,12 +58,12 @@ import * as SemaphoreProviderMemory from "../semaphore/SemaphoreProviderMemory.j
 import * as KeyInsightMemory from "./KeyInsightMemory.js"
 import type { KeyHistoryEntry } from "./KeyInsightMemory.js"
 import { StoreError } from "./StoreError.js"
-import type { Wakeup } from "./Wakeup.js"
+import * as Wakeup from "./Wakeup.js"
 
 const clone = (j: Job, patch: Partial<ConstructorParameters<typeof Job>[0]>): Job => new Job({ ...j, ...patch })
 
 /** Builds an empty in-memory store. */
-export const make = Effect.flatMap(Effect.zip(SemaphoreProviderMemory.make, PubSub.unbounded<Wakeup>()), ([locks, hub]) => Effect.sync(() => {
+export const make = Effect.flatMap(Effect.zip(SemaphoreProviderMemory.make, PubSub.unbounded<Wakeup.Wakeup>()), ([locks, hub]) => Effect.sync(() => {
   const jobs = new Map<string, Job>()
   const logs = new Map<string, Array<JobLog>>()
   const counters = new Map<string, number>()
@@ -264,14 +264,8 @@ export const make = Effect.flatMap(Effect.zip(SemaphoreProviderMemory.make, PubS
             logs.set(r.id, list)
           }
           // one hint per insert, as the PostgreSQL store's one notification per statement
-          let due = 0
-          let earliest: number | undefined
-          for (const r of rows) {
-            const t = r.scheduleTime.getTime()
-            if (r.state === "Enqueued" || t <= at.getTime()) due++
-            else if (earliest === undefined || t < earliest) earliest = t
-          }
-          if (due > 0) PubSub.publishUnsafe(hub, { _tag: "Due", count: due })
+          const { due, earliest, priority } = Wakeup.insertSummary(rows, at.getTime())
+          if (due > 0) PubSub.publishUnsafe(hub, priority === undefined || priority === 0 ? { _tag: "Due", count: due } : { _tag: "Due", count: due, priority })
           if (earliest !== undefined) PubSub.publishUnsafe(hub, { _tag: "Future", inMs: earliest - at.getTime() })
           return Effect.succeed(results)
         })

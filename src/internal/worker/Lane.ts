@@ -62,6 +62,13 @@ export const claim =
     )
   }
 
+/** The highest priority among `jobs` (non-empty). */
+const highest = (jobs: ReadonlyArray<Job>): number => {
+  let top = jobs[0]!.priority
+  for (const job of jobs) if (job.priority > top) top = job.priority
+  return top
+}
+
 /** What a lane is built from. */
 export interface LaneOptions {
   readonly state: WorkerState
@@ -129,6 +136,7 @@ export const lane = (options: LaneOptions): Effect.Effect<void> =>
         } else if (jobs.length === 0) {
           asked = batch
           seen = waker.epoch()
+          waker.claiming(batch)
           jobs = [...(yield* options.claim(batch, contendedAt(yield* Clock.currentTimeMillis)))]
           fetched = jobs.length
           for (const job of jobs) state.inFlight.add(job.id)
@@ -146,6 +154,13 @@ export const lane = (options: LaneOptions): Effect.Effect<void> =>
           if (yield* Deferred.isDone(state.stopping)) {
             later.push(...jobs.splice(0))
             break
+          }
+          // rows of a higher priority than all this batch has left came due, and no idle lane took them:
+          // claim one first (see `Pickup`), so it waits for the job running now, not for the batch
+          if (jobs.length > 0 && waker.urgent(highest(jobs), yield* Clock.currentTimeMillis)) {
+            const first = yield* options.claim(1, contendedAt(yield* Clock.currentTimeMillis))
+            for (const row of first) state.inFlight.add(row.id)
+            jobs.unshift(...first)
           }
           const job = jobs.shift()!
           // the store ignored the hint: do not spin on a key this lane just found full

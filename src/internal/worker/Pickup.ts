@@ -7,6 +7,12 @@
  * the time an insert tells or a requeue of this worker's sets). The poll interval stays the fallback:
  * a hint lost costs at most one poll interval, as before.
  *
+ * Busy lanes: a `Due` hint of rows above the default priority that finds fewer idle lanes than rows
+ * leaves the rest as urgent, for a while of one poll interval: a busy lane about to start the next job of
+ * the batch it claimed, all of them of a lower priority, claims one row first (the claim takes the
+ * highest priority due), so such a job waits for the end of the job running now on some lane, not for
+ * the end of a batch. A lane's own claim after the hint counts against the urgent rows.
+ *
  * Never a spin: a lane claims once per wake; the timer fires for times strictly in the future by the
  * store's clock (`nextDue`), and a lane re-claims instead of sleeping only when a hint came while it was
  * claiming (so a hint that lands between its empty claim and its sleep is not lost).
@@ -17,6 +23,7 @@
  */
 import * as Clock from "effect/Clock"
 import * as Deferred from "effect/Deferred"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as Queue from "effect/Queue"
@@ -44,6 +51,14 @@ export interface LaneWake {
    * a slot of `key` frees (a `Freed` hint), or the worker stops.
    */
   readonly idleOn: (key: string) => Effect.Effect<void>
+  /**
+   * Asked by a busy lane before it starts the next job of its batch (`below`: the highest priority among
+   * the batch's rows not started; `now`: epoch ms): whether it should claim one row first, because rows of a higher
+   * priority came due that no idle lane was woken for (one lane per such row; see the module's note).
+   */
+  readonly urgent: (below: number, now: number) => boolean
+  /** The lane sends a claim of `n` rows now: it takes up to `n` of the urgent rows too. */
+  readonly claiming: (n: number) => void
   /** The lane leaves (it stopped). */
   readonly leave: () => void
 }
@@ -58,6 +73,8 @@ export interface Pickup {
   readonly emptyClaim: Effect.Effect<void>
   /** A row this worker wrote comes due at `at` (epoch ms; a requeue with a time): the timer fires by then. */
   readonly dueAt: (at: number) => Effect.Effect<void>
+  /** Acts on one hint as on those `run` relays from the store (for a hint the worker learns itself). */
+  readonly hint: (hint: Wakeup) => Effect.Effect<void>
   /** Relays the store's hints and runs the timer, for the worker's life (forked by the worker). */
   readonly run: Effect.Effect<void>
 }
@@ -95,15 +112,20 @@ export const make = (store: JobStoreService, state: WorkerState): Effect.Effect<
     let timerAt: number | undefined
     let needsQuery = true
     let querying = false
+    // due rows of a high priority that no idle lane was woken for: busy lanes claim them between jobs
+    let urgent: { priority: number; rows: number; until: number } | undefined
 
-    const wake = (n: number) => {
+    /** Wakes up to `n` sleeping lanes; says how many. */
+    const wake = (n: number): number => {
       epoch++
-      for (let i = 0; i < n && sleeping.length > 0; i++) {
+      let woken = 0
+      for (; woken < n && sleeping.length > 0; woken++) {
         const lane = sleeping.pop()!
         const d = lane.wake
         lane.wake = undefined
         if (d !== undefined) Deferred.doneUnsafe(d, Effect.void)
       }
+      return woken
     }
 
     const setTimer = (at: number) =>
@@ -116,9 +138,19 @@ export const make = (store: JobStoreService, state: WorkerState): Effect.Effect<
     const onHint = (hint: Wakeup) =>
       Effect.suspend(() => {
         switch (hint._tag) {
-          case "Due":
-            wake(Math.max(1, hint.count))
-            return Effect.void
+          case "Due": {
+            const n = Math.max(1, hint.count)
+            const left = n - wake(n)
+            if (left <= 0 || hint.priority === undefined || hint.priority === 0) return Effect.void
+            const priority = hint.priority
+            return Effect.map(Clock.currentTimeMillis, (now) => {
+              const until = now + Duration.toMillis(config.pollInterval)
+              urgent =
+                urgent === undefined || urgent.until <= now
+                  ? { priority, rows: left, until }
+                  : { priority: Math.max(urgent.priority, priority), rows: urgent.rows + left, until }
+            })
+          }
           case "Freed":
             for (const lane of lanes) {
               if (hint.key !== undefined) lane.forget(hint.key)
@@ -182,6 +214,20 @@ export const make = (store: JobStoreService, state: WorkerState): Effect.Effect<
                 self.onKey = { key, wake: d }
                 return Effect.raceFirst(plainIdle, Deferred.await(d)).pipe(Effect.ensuring(Effect.sync(() => void (self.onKey = undefined))))
               }),
+        urgent: (below, now) => {
+          const u = urgent
+          if (u === undefined || u.priority <= below) return false
+          if (u.until <= now) {
+            urgent = undefined
+            return false
+          }
+          if (--u.rows <= 0) urgent = undefined
+          return true
+        },
+        claiming: (n) => {
+          const u = urgent
+          if (u !== undefined && (u.rows -= n) <= 0) urgent = undefined
+        },
         leave: () => {
           lanes.delete(self)
         }
@@ -211,6 +257,7 @@ export const make = (store: JobStoreService, state: WorkerState): Effect.Effect<
       join,
       emptyClaim,
       dueAt: (at) => (enabled ? setTimer(at) : Effect.void),
+      hint: onHint,
       run: wakeups === undefined ? Effect.void : Effect.andThen(Effect.forkScoped(timer), Stream.runForEach(wakeups, onHint)).pipe(Effect.scoped)
     }
   })

@@ -106,16 +106,10 @@ const insertRows = (sql: SqlClient.SqlClient, rows: ReadonlyArray<NewJob>, paylo
       )`).pipe(Effect.asVoid)
 }
 
-/** The notification payload of an insert of `rows` (see `Wakeup.insertPayload`): the rows due now, the earliest later one. */
+/** The notification payload of an insert of `rows` (see `Wakeup.insertPayload`): the rows due now and their highest priority, the earliest later one. */
 export const payloadOf = (rows: ReadonlyArray<NewJob>, now: number): string | undefined => {
-  let due = 0
-  let earliest: number | undefined
-  for (const r of rows) {
-    const at = r.scheduleTime.getTime()
-    if (r.state === "Enqueued" || at <= now) due++
-    else if (earliest === undefined || at < earliest) earliest = at
-  }
-  return Wakeup.insertPayload(due, earliest)
+  const { due, earliest, priority } = Wakeup.insertSummary(rows, now)
+  return Wakeup.insertPayload(due, earliest, priority)
 }
 
 /** Each row `Created` under its own id (a call without job keys). */
