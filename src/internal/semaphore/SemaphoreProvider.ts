@@ -60,6 +60,14 @@ export interface Slot {
    * docs/slot-validity.md.)
    */
   readonly heldThrough?: Effect.Effect<Effect.Effect<boolean | undefined>> | undefined
+  /**
+   * The slot's release, offered to a store that can run it inside the attempt's finalizing statement
+   * (see {@link FusedRelease}): asked when that statement goes out, it answers undefined once the slot
+   * is released or lost. Absent (a provider that cannot, the generic path): the attempt's scope releases
+   * the slot, as it does whenever a store does not take the offer. The built-in PostgreSQL provider
+   * offers it in its default mode. (Since 1.1.0.)
+   */
+  readonly fusedRelease?: (() => FusedRelease | undefined) | undefined
 }
 
 /** The provider could not be asked (connection lost, bad arguments). */

@@ -288,8 +288,6 @@ const ADMIT_GUARD = [sha256Int("'warp:semaphore-guard:' || adm.name", 1), sha256
  */
 export const LOCK_PREFIX = "warp:concurrency:"
 
-const fusable = new WeakMap<Slot, () => FusedRelease | undefined>()
-
 /**
  * Whether `err` is the server's answer to a statement (an ErrorResponse with a SQLSTATE) rather than
  * the end of the session: not a connection exception (08), an operator intervention that ends the
@@ -301,10 +299,11 @@ const serverAnswered = (err: unknown): boolean => {
 }
 
 /**
- * The release of `slot` a store may fuse into its finalizing statement (see {@link FusedRelease}):
- * none for a slot of another provider, of a multiplexed provider, already released, or lost.
+ * The release of `slot` a store may fuse into its finalizing statement (`Slot.fusedRelease`, see
+ * {@link FusedRelease}): none for a slot of a provider that offers none (a multiplexed one, another
+ * provider), already released, or lost.
  */
-export const fusedRelease = (slot: Slot): FusedRelease | undefined => fusable.get(slot)?.()
+export const fusedRelease = (slot: Slot): FusedRelease | undefined => slot.fusedRelease?.()
 
 /** The guard key of `name`, in the two-int advisory key space (exported for tests). */
 export const guardOf = (name: string): readonly [number, number] => {
@@ -827,7 +826,8 @@ SELECT released, ${markers} AND set_config('synchronous_commit', 'off', true) IS
           yield* Scope.close(lane.scope, Exit.void)
         }
       })
-      const slot: Slot = { name, index, lost: Deferred.await(lane.lost), fence, lapsed, heldThrough }
+      // its `fusedRelease` is set below, once the release it offers is built
+      const slot: { -readonly [K in keyof Slot]: Slot[K] } = { name, index, lost: Deferred.await(lane.lost), fence, lapsed, heldThrough }
       const runOnLane = (text: string, params: ReadonlyArray<unknown>) =>
         Effect.suspend(() => {
           if (!holds()) return Effect.failSync(() => new SemaphoreError({ name, message: "slot no longer held" }))
@@ -900,7 +900,7 @@ SELECT released, ${markers} AND set_config('synchronous_commit', 'off', true) IS
           }
         }
       }
-      fusable.set(slot, () => (holds() ? fusedOnce : undefined))
+      slot.fusedRelease = () => (holds() ? fusedOnce : undefined)
       return { slot, release }
     }
 

@@ -50,8 +50,7 @@ import * as Telemetry from "../observability/Telemetry.js"
 import { GlobalPolicies } from "../policy/GlobalPolicies.js"
 import type { FamilyName } from "../policy/PolicyFamily.js"
 import type { ConcurrencyPolicy } from "../policy/PolicyValues.js"
-import { type FusedRelease, fusedRelease } from "../semaphore/SemaphoreProviderPg.js"
-import type { SemaphoreProviderService } from "../semaphore/SemaphoreProvider.js"
+import type { FusedRelease, SemaphoreProviderService, Slot } from "../semaphore/SemaphoreProvider.js"
 import { type Finalizer, type NextClaim, rowConcurrency } from "./Finalize.js"
 import { cancelled, cancelOf, runHandler, runSaga } from "./RunHandler.js"
 import type { WorkerState } from "./WorkerState.js"
@@ -246,7 +245,7 @@ export const make = (options: RunnerOptions): AttemptRunner => {
       /** The handler, timed (the lane sizes its claims by how long handlers take, not by its own wall time). */
       const handler = timed(record, runHandler(state, record, attempt, keySource))
       /** The finalizing write (once); `release`: the held slot's, freed in the same statement, with the lane's next claim. */
-      const finalize = (outcome: Outcome, release?: Parameters<typeof fusedRelease>[0]) => finalizeOnce(job, record, slot, outcome, metadata, release, next, policy?.key)
+      const finalize = (outcome: Outcome, release?: Slot) => finalizeOnce(job, record, slot, outcome, metadata, release, next, policy?.key)
 
       if (under !== undefined) return yield* underHeldSlot(job, fiber, under, attempt, record, handler, finalize)
 
@@ -281,7 +280,7 @@ export const make = (options: RunnerOptions): AttemptRunner => {
     fiber: FiberState,
     attempt: Attempt,
     handler: Effect.Effect<Outcome>,
-    finalize: (outcome: Outcome, release?: Parameters<typeof fusedRelease>[0]) => Effect.Effect<void>,
+    finalize: (outcome: Outcome, release?: Slot) => Effect.Effect<void>,
     wait: ConcurrencyPolicy | undefined
   ): Effect.Effect<Outcome, never, Scope.Scope> => {
     const inside = Effect.flatMap(compose(inner, attempt, handler), lapseChecked(record))
@@ -299,7 +298,7 @@ export const make = (options: RunnerOptions): AttemptRunner => {
     }
     if (attempt.policies.concurrency === undefined) return inside
     return Effect.tap(inside, (outcome) =>
-      Effect.flatMap(HeldSlot, (held) => (held === undefined || fusedRelease(held) === undefined ? Effect.void : finalize(outcome, held)))
+      Effect.flatMap(HeldSlot, (held) => (held?.fusedRelease?.() === undefined ? Effect.void : finalize(outcome, held)))
     )
   }
 
@@ -359,13 +358,13 @@ export const make = (options: RunnerOptions): AttemptRunner => {
     slot: ConcurrencySlot.ConcurrencySlotState,
     outcome: Outcome,
     metadata: unknown,
-    release: Parameters<typeof fusedRelease>[0] | undefined,
+    release: Slot | undefined,
     next: NextClaim | undefined,
     key: string | undefined
   ): Effect.Effect<void> =>
     Effect.suspend(() => {
       if (record.outcome !== undefined) return Effect.void
-      const offered = release === undefined ? undefined : fusedRelease(release)
+      const offered = release?.fusedRelease?.()
       return Effect.uninterruptible(
         Effect.gen(function* () {
           let fused: FusedRelease | undefined = offered
@@ -382,7 +381,7 @@ export const make = (options: RunnerOptions): AttemptRunner => {
           yield* finalizer.finalize(job, outcome, metadata, { handlerRan: record.handlerRan, release: fused, next: fused === undefined ? undefined : next, unproven })
           record.outcome = written
           // the provider no longer offers the release: the statement ran it (or the slot was lost meanwhile)
-          if (release !== undefined && offered !== undefined) slot.releasedByStatement = fusedRelease(release) === undefined
+          if (release !== undefined && offered !== undefined) slot.releasedByStatement = release.fusedRelease?.() === undefined
         })
       )
     })
