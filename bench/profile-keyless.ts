@@ -16,7 +16,9 @@
  * PROFILE_CPU (write a V8 CPU profile of the drain window, worker start to last completion, there),
  * PROFILE_STORE=memory (the in-memory store and provider instead: the runtime's own cost per job, no SQL),
  * PROFILE_KEYS=n (keyed instead: job i takes `Semaphore("k" + i % n, PROFILE_LIMIT (1), Wait)`, the
- * round-robin keys of bench scenario 3), PROFILE_REUSE=1 (the worker's slot reuse on).
+ * round-robin keys of bench scenario 3), PROFILE_REUSE=1 (the worker's slot reuse on), PROFILE_TOTAL=n (with
+ * PROFILE_KEYS: every key under one total cap of n, bench scenario 14's workload), PROFILE_HANDLER_MS (0: the
+ * handlers' run time).
  */
 import * as PgClient from "@effect/sql-pg/PgClient"
 import * as Duration from "effect/Duration"
@@ -56,6 +58,8 @@ const STUB = process.env.PROFILE_STORE === "stub"
 const KEYS = Number(process.env.PROFILE_KEYS ?? 0)
 const LIMIT = Number(process.env.PROFILE_LIMIT ?? 1)
 const REUSE = process.env.PROFILE_REUSE === "1" ? { slotReuse: {} } : {}
+const TOTAL = process.env.PROFILE_TOTAL === undefined ? undefined : { total: { group: "all", limit: Number(process.env.PROFILE_TOTAL) } }
+const HANDLER_MS = Number(process.env.PROFILE_HANDLER_MS ?? 0)
 
 // --- statement counting: on the wire of the worker's connections (lib/wireStats.ts) ---
 /** A statement's class: its first words, whitespace collapsed, literal numbers out. */
@@ -72,7 +76,9 @@ const wire = new WireStats(classOf)
 // --- the workload ---
 const NoOp = Contract.job("ProfileJob", Schema.Struct({ i: Schema.Number }))
 let completed = 0
-const handler = Handler.job(NoOp, () => Effect.sync(() => void completed++))
+const handler = Handler.job(NoOp, () =>
+  HANDLER_MS > 0 ? Effect.andThen(Effect.sleep(HANDLER_MS), Effect.sync(() => void completed++)) : Effect.sync(() => void completed++)
+)
 
 const memoryEnv = Publisher.layer.pipe(
   Layer.provideMerge(Registry.layer({ handlers: [handler] })),
@@ -95,7 +101,7 @@ const insertBacklog = Effect.gen(function* () {
   const now = new Date()
   const plain = JobMetadata.encode(Publisher.publishMetadata(NoOp, JobParameters.make(), now))
   const keyed = (i: number) =>
-    JobMetadata.encode(Publisher.publishMetadata(NoOp, JobParameters.make().withSemaphore(`k${i % KEYS}`, LIMIT, "Wait"), now))
+    JobMetadata.encode(Publisher.publishMetadata(NoOp, JobParameters.make().withSemaphore(`k${i % KEYS}`, LIMIT, "Wait", TOTAL), now))
   for (let start = 0; start < JOBS; start += 2000) {
     const rows = []
     for (let i = start; i < Math.min(JOBS, start + 2000); i++) {
