@@ -151,13 +151,30 @@ export const make = (store: JobStoreService, state: WorkerState): Effect.Effect<
                   : { priority: Math.max(urgent.priority, priority), rows: urgent.rows + left, until }
             })
           }
-          case "Freed":
-            for (const lane of lanes) {
-              if (hint.key !== undefined) lane.forget(hint.key)
-              if (lane.onKey !== undefined && (hint.key === undefined || lane.onKey.key === hint.key)) Deferred.doneUnsafe(lane.onKey.wake, Effect.void)
+          case "Freed": {
+            // a key too long to carry: every lane backing off on a key ends it, and one lane wakes
+            if (hint.key === undefined) {
+              for (const lane of lanes) if (lane.onKey !== undefined) Deferred.doneUnsafe(lane.onKey.wake, Effect.void)
+              wake(1)
+              return Effect.void
             }
-            wake(1)
+            // one slot freed: one lane learns of it — one that holds a claimed job of the key and backs off
+            // on it, else the sleeping lane woken, which drops its skip of the key. The other lanes keep
+            // theirs: each of them would claim a job of the key now, and all but one would meet it full
+            // again and requeue it (on one key at limit 1 with 8 lanes, forgetting on every lane made
+            // ~3 in 4 of the wasted pickups)
+            const key = hint.key
+            for (const lane of lanes) {
+              if (lane.onKey !== undefined && lane.onKey.key === key) {
+                lane.forget(key)
+                Deferred.doneUnsafe(lane.onKey.wake, Effect.void)
+                return Effect.void
+              }
+            }
+            const woken = sleeping.at(-1)
+            if (wake(1) > 0) woken!.forget(key)
             return Effect.void
+          }
           case "Connected":
             needsQuery = true
             wake(sleeping.length)
