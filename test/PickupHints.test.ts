@@ -1,7 +1,10 @@
 /**
- * Busy lanes and high-priority work (issue 42's priority under a backlog): a `Due` hint of rows above
- * the default priority that no idle lane takes tells busy lanes to claim one row ahead of the batch they
- * hold; the hint's priority travels in the PostgreSQL store's notification payload.
+ * What a worker's lanes do with the store's hints, the pickup's bookkeeping alone (no store):
+ * - busy lanes and high-priority work (issue 42's priority under a backlog): a `Due` hint of rows above
+ *   the default priority that no idle lane takes tells busy lanes to claim one row ahead of the batch
+ *   they hold; the hint's priority travels in the PostgreSQL store's notification payload;
+ * - a freed slot (`Freed`) reaches one lane, which drops its skip of the key (issue 40: every lane
+ *   dropping it made each claim the key's next job, all but one to requeue it).
  */
 import { describe, expect, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
@@ -78,4 +81,49 @@ describe("busy lanes claim high-priority rows ahead of their batch", () => {
     expect(insertPayload(2, undefined, 0)).toBe("d2")
     expect(decode("d2", now)).toEqual([{ _tag: "Due", count: 2 }])
   })
+})
+
+describe("a freed slot reaches one lane", () => {
+  /** A lane that records the keys it was told to forget. */
+  const lane = (p: Pickup.Pickup) => {
+    const forgot: Array<string> = []
+    return { wake: p.join((key) => void forgot.push(key)), forgot }
+  }
+
+  it.live("a lane backing off on the key is told first, and only it", () =>
+    Effect.gen(function* () {
+      const p = yield* pickup
+      const [a, b, c] = [lane(p), lane(p), lane(p)]
+      const backingOff = yield* Effect.forkChild(b.wake.idleOn("k"))
+      const asleep = yield* Effect.forkChild(c.wake.idle(c.wake.epoch()))
+      yield* Effect.yieldNow
+      yield* p.hint({ _tag: "Freed", key: "k" })
+      yield* Fiber.join(backingOff)
+      expect([a.forgot, b.forgot, c.forgot]).toEqual([[], ["k"], []])
+      // the sleeping lane sleeps on
+      expect(asleep.pollUnsafe()).toBeUndefined()
+      yield* Fiber.interrupt(asleep)
+    }).pipe(Effect.scoped))
+
+  it.live("else one sleeping lane wakes and forgets the key; the others sleep on", () =>
+    Effect.gen(function* () {
+      const p = yield* pickup
+      const [a, b, c] = [lane(p), lane(p), lane(p)]
+      const sleepers = [yield* Effect.forkChild(b.wake.idle(b.wake.epoch())), yield* Effect.forkChild(c.wake.idle(c.wake.epoch()))]
+      yield* Effect.yieldNow
+      yield* p.hint({ _tag: "Freed", key: "k" })
+      // the lane that slept last wakes (the likeliest still warm)
+      yield* Fiber.join(sleepers[1]!)
+      expect([a.forgot, b.forgot, c.forgot]).toEqual([[], [], ["k"]])
+      expect(sleepers[0]!.pollUnsafe()).toBeUndefined()
+      yield* Fiber.interrupt(sleepers[0]!)
+    }).pipe(Effect.scoped))
+
+  it.live("else (every lane busy) one lane is told, so the key's job is not left to the skips' end", () =>
+    Effect.gen(function* () {
+      const p = yield* pickup
+      const lanes = [lane(p), lane(p), lane(p)]
+      yield* p.hint({ _tag: "Freed", key: "k" })
+      expect(lanes.flatMap((l) => l.forgot)).toEqual(["k"])
+    }).pipe(Effect.scoped))
 })
