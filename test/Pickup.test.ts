@@ -165,6 +165,31 @@ for (const [name, store] of stores) {
         })
       ).pipe(Effect.provide(env(store()))), 30_000)
 
+    it.live("a write under a slot kept for the next job (slot reuse) sends no Freed", () =>
+      Effect.scoped(
+        Effect.gen(function* () {
+          const store = yield* JobStore
+          const hints = yield* Queue.unbounded<Wakeup>()
+          yield* Effect.forkScoped(Stream.runForEach(yield* store.wakeups!, (h) => Queue.offer(hints, h)))
+          if (name === "postgres") yield* Effect.repeat(Queue.take(hints), { until: (h) => h._tag === "Connected" })
+          const keyed = { policies: { concurrency: { source: "enqueue", value: { key: "held", limit: 1, mode: "Wait" } } } }
+          const row = (id: string, metadata: unknown, at: Date): NewJob => ({ id, type: "T", handler: null, payload: {}, state: "Enqueued", scheduleTime: at, metadata })
+          yield* store.insert([row("h1", keyed, new Date(0)), row("h2", keyed, new Date(1))])
+          const [h1] = yield* store.fetch("w", 1, Duration.minutes(1))
+          expect(h1!.id).toBe("h1")
+          // h2 of the key waits, due: a write that freed the slot would tell
+          expect(yield* store.finalize({ job: h1!, workerId: "w", outcome: Outcome.Succeeded(), metadata: keyed, holdsSlot: true })).toBe(true)
+          // hints come in commit order: anything the write sent comes before this insert's Due
+          yield* store.insert([row("after", {}, new Date(0))])
+          const seen: Array<Wakeup> = []
+          while (seen.at(-1)?._tag !== "Due" || seen.length < 2) {
+            const h = yield* Queue.take(hints)
+            if (h._tag !== "Connected") seen.push(h)
+          }
+          expect(seen).toEqual([{ _tag: "Due", count: 2 }, { _tag: "Due", count: 1 }])
+        })
+      ).pipe(Effect.provide(env(store()))), 30_000)
+
     it.live("a finalizing write sends Freed only when it frees a slot of a key with due jobs waiting; an operator's requeue sends Due", () =>
       Effect.scoped(
         Effect.gen(function* () {

@@ -38,6 +38,13 @@ export interface Finalize {
    */
   readonly handlerRan?: boolean | undefined
   /**
+   * Whether the attempt's slot stays held after this write (a job run under a reused slot, see the
+   * worker's `slotReuse`): the write frees no slot, so a store that tells idle workers of freed slots
+   * (instant pickup) tells nothing of it. Default false: a write of a keyed attempt whose handler ran
+   * ends its hold of the key's slot.
+   */
+  readonly holdsSlot?: boolean | undefined
+  /**
    * The held concurrency slot's release, when the store may run it inside this write (see
    * `SemaphoreProvider.FusedRelease`): then one statement finalizes the attempt and frees the slot.
    * A store that ignores it stays correct: the slot is then released by the attempt's scope.

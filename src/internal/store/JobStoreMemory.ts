@@ -316,7 +316,7 @@ export const make = Effect.flatMap(Effect.zip(SemaphoreProviderMemory.make, PubS
         }))
       }),
 
-    finalize: ({ handlerRan = true, job, metadata, outcome, workerId }) =>
+    finalize: ({ handlerRan = true, holdsSlot, job, metadata, outcome, workerId }) =>
       Effect.map(now, (at) => {
         const cur = jobs.get(job.id)
         if (cur === undefined || cur.state !== "Processing" || cur.lockedBy !== workerId || cur.attempt !== job.attempt) return false
@@ -353,7 +353,7 @@ export const make = Effect.flatMap(Effect.zip(SemaphoreProviderMemory.make, PubS
         // the handler ran under its key's slot, freed now: a hint when jobs of the key wait — due, or
         // claimed (this store ignores the fetch's `contended` hint: a lane that found the key full may
         // hold its next job while it backs off, and the hint ends that back-off)
-        const key = handlerRan ? concurrencyKeyOf(metadata) : undefined
+        const key = handlerRan && holdsSlot !== true ? concurrencyKeyOf(metadata) : undefined
         if (key !== undefined) {
           for (const j of jobs.values()) {
             const waiting = j.state === "Processing" ? j.id !== job.id : (j.state === "Enqueued" || j.state === "Scheduled") && j.scheduleTime.getTime() <= at.getTime()

@@ -38,6 +38,8 @@ export interface Finalizer {
 export interface FinalizeOptions {
   /** Whether the attempt's handler ran (else the claim gives its attempt number back); false by default. */
   readonly handlerRan?: boolean | undefined
+  /** The attempt's slot stays held after the write (slot reuse: the next job runs under it); see `JobStore.Finalize.holdsSlot`. */
+  readonly holdsSlot?: boolean | undefined
   /** Frees the attempt's slot in the same statement (first try only: a write retried after that leaves the slot to its scope). */
   readonly release?: FusedRelease | undefined
   /** The lane's next claim, carried by a statement that frees a slot (`release`). */
@@ -142,7 +144,7 @@ export const make = (store: JobStoreService, state: WorkerState): Finalizer => {
         const refused = { refused: true } as const
         const result = yield* Effect.result(
           health.observe(
-            store.finalize({ job, workerId: state.config.workerId, outcome, metadata, handlerRan, release: fused, claim }).pipe(
+            store.finalize({ job, workerId: state.config.workerId, outcome, metadata, handlerRan, holdsSlot: options?.holdsSlot, release: fused, claim }).pipe(
               Effect.catchIf((e) => unproven !== undefined && slotRefused(e), () => Effect.succeed(refused))
             )
           )

@@ -244,8 +244,11 @@ export const make = (options: RunnerOptions): AttemptRunner => {
       const keySource = resolved.policies.concurrency?.source ?? (policy === undefined ? undefined : "global")
       /** The handler, timed (the lane sizes its claims by how long handlers take, not by its own wall time). */
       const handler = timed(record, runHandler(state, record, attempt, keySource))
-      /** The finalizing write (once); `release`: the held slot's, freed in the same statement, with the lane's next claim. */
-      const finalize = (outcome: Outcome, release?: Slot) => finalizeOnce(job, record, slot, outcome, metadata, release, next, policy?.key)
+      /**
+       * The finalizing write (once); `release`: the held slot's, freed in the same statement, with the lane's
+       * next claim; `holds`: the slot stays held after it (slot reuse), so the write frees no slot.
+       */
+      const finalize = (outcome: Outcome, release?: Slot, holds = false) => finalizeOnce(job, record, slot, outcome, metadata, release, next, policy?.key, holds)
 
       if (under !== undefined) return yield* underHeldSlot(job, fiber, under, attempt, record, handler, finalize)
 
@@ -280,7 +283,7 @@ export const make = (options: RunnerOptions): AttemptRunner => {
     fiber: FiberState,
     attempt: Attempt,
     handler: Effect.Effect<Outcome>,
-    finalize: (outcome: Outcome, release?: Slot) => Effect.Effect<void>,
+    finalize: (outcome: Outcome, release?: Slot, holds?: boolean) => Effect.Effect<void>,
     wait: ConcurrencyPolicy | undefined
   ): Effect.Effect<Outcome, never, Scope.Scope> => {
     const inside = Effect.flatMap(compose(inner, attempt, handler), lapseChecked(record))
@@ -288,7 +291,8 @@ export const make = (options: RunnerOptions): AttemptRunner => {
     if (reusing) {
       return Effect.tap(inside, (outcome) =>
         Effect.andThen(
-          finalize(outcome),
+          // written while the slot stays held for the next jobs of the key
+          finalize(outcome, undefined, true),
           Effect.map(options.reuseSlot(wait, fiber.later), (ran) => {
             fiber.reuseMisses = ran > 0 ? 0 : Math.min(5, fiber.reuseMisses + 1)
             fiber.reuseSkip = 2 ** fiber.reuseMisses - 1
@@ -315,7 +319,7 @@ export const make = (options: RunnerOptions): AttemptRunner => {
     attempt: Attempt,
     record: AttemptRecord.AttemptRecordState,
     handler: Effect.Effect<Outcome>,
-    finalize: (outcome: Outcome) => Effect.Effect<void>
+    finalize: (outcome: Outcome, release?: Slot, holds?: boolean) => Effect.Effect<void>
   ): Effect.Effect<AttemptResult | undefined> =>
     Effect.gen(function* () {
       const policy = attempt.policies.concurrency
@@ -332,7 +336,7 @@ export const make = (options: RunnerOptions): AttemptRunner => {
       // record's finalization requeues the job) or the write on its way, which owns the job's in-flight entry
       yield* Effect.uninterruptible(
         Effect.map(
-          Effect.forkDetach(finalize(outcome).pipe(Effect.ensuring(Effect.sync(() => state.inFlight.delete(job.id)))), { uninterruptible: "inherit" }),
+          Effect.forkDetach(finalize(outcome, undefined, true).pipe(Effect.ensuring(Effect.sync(() => state.inFlight.delete(job.id)))), { uninterruptible: "inherit" }),
           (write) => {
             record.writing = true
             under.writes.push(write)
@@ -360,7 +364,8 @@ export const make = (options: RunnerOptions): AttemptRunner => {
     metadata: unknown,
     release: Slot | undefined,
     next: NextClaim | undefined,
-    key: string | undefined
+    key: string | undefined,
+    holds: boolean
   ): Effect.Effect<void> =>
     Effect.suspend(() => {
       if (record.outcome !== undefined) return Effect.void
@@ -378,7 +383,7 @@ export const make = (options: RunnerOptions): AttemptRunner => {
               used: () => void (written = unproven!.outcome)
             }
           }
-          yield* finalizer.finalize(job, outcome, metadata, { handlerRan: record.handlerRan, release: fused, next: fused === undefined ? undefined : next, unproven })
+          yield* finalizer.finalize(job, outcome, metadata, { handlerRan: record.handlerRan, holdsSlot: holds, release: fused, next: fused === undefined ? undefined : next, unproven })
           record.outcome = written
           // the provider no longer offers the release: the statement ran it (or the slot was lost meanwhile)
           if (release !== undefined && offered !== undefined) slot.releasedByStatement = release.fusedRelease?.() === undefined

@@ -53,8 +53,9 @@ export const carriedFreed = (
 ) =>
   sql`CASE WHEN ${written} AND (SELECT count(*) FROM ${claimed}) < ${limit}::int THEN ${freedNotify(sql, sql`${key}`, sql`${Wakeup.freedPayload(key)}`)} END`
 
-/** The key whose slot a finalizing write of this attempt frees (its handler ran under the key), if any. */
-export const freedKey = (f: Finalize): string | undefined => ((f.handlerRan ?? true) ? concurrencyKeyOf(f.metadata) : undefined)
+/** The key whose slot a finalizing write of this attempt frees (its handler ran under the key, and the slot is not kept for the next job), if any. */
+export const freedKey = (f: Finalize): string | undefined =>
+  (f.handlerRan ?? true) && f.holdsSlot !== true ? concurrencyKeyOf(f.metadata) : undefined
 
 /**
  * `JobStoreService.finalize`: writes the attempt's outcome if this attempt still owns the row (false
