@@ -101,6 +101,22 @@ const release = (n: number) => Effect.flatMap(Probe, (p) => Deferred.succeed(p.r
 const idleWorker = (workerId: string, concurrency = 1) =>
   Worker.make({ addons: [Concurrency.addon], workerId, concurrency, pollInterval: "1 hour" })
 
+/**
+ * The store's hints in a queue, from a subscription that is listening (on PostgreSQL a notification sent
+ * before the listener is up is not heard).
+ */
+const hintsOf = (name: string) =>
+  Effect.gen(function* () {
+    const store = yield* JobStore
+    const hints = yield* Queue.unbounded<Wakeup>()
+    yield* Effect.forkScoped(Stream.runForEach(yield* store.wakeups!, (h) => Queue.offer(hints, h)))
+    if (name === "postgres") yield* Effect.repeat(Queue.take(hints), { until: (h) => h._tag === "Connected" })
+    return hints
+  })
+
+/** A pending row of type T due at `at`. */
+const pendingRow = (id: string, metadata: unknown, at = new Date(0)): NewJob => ({ id, type: "T", handler: null, payload: {}, state: "Enqueued", scheduleTime: at, metadata })
+
 for (const [name, store] of stores) {
   describe(`instant pickup on ${name}`, () => {
     it.live("an idle worker polling once an hour starts each new job", () =>
@@ -169,11 +185,9 @@ for (const [name, store] of stores) {
       Effect.scoped(
         Effect.gen(function* () {
           const store = yield* JobStore
-          const hints = yield* Queue.unbounded<Wakeup>()
-          yield* Effect.forkScoped(Stream.runForEach(yield* store.wakeups!, (h) => Queue.offer(hints, h)))
-          if (name === "postgres") yield* Effect.repeat(Queue.take(hints), { until: (h) => h._tag === "Connected" })
+          const hints = yield* hintsOf(name)
           const keyed = { policies: { concurrency: { source: "enqueue", value: { key: "held", limit: 1, mode: "Wait" } } } }
-          const row = (id: string, metadata: unknown, at: Date): NewJob => ({ id, type: "T", handler: null, payload: {}, state: "Enqueued", scheduleTime: at, metadata })
+          const row = pendingRow
           yield* store.insert([row("h1", keyed, new Date(0)), row("h2", keyed, new Date(1))])
           const [h1] = yield* store.fetch("w", 1, Duration.minutes(1))
           expect(h1!.id).toBe("h1")
@@ -194,14 +208,9 @@ for (const [name, store] of stores) {
       Effect.scoped(
         Effect.gen(function* () {
           const store = yield* JobStore
-          const hints = yield* Queue.unbounded<Wakeup>()
-          yield* Effect.forkScoped(Stream.runForEach(yield* store.wakeups!, (h) => Queue.offer(hints, h)))
-          // PostgreSQL: the listener is up (a notification sent before it listens is not heard)
-          if (name === "postgres") yield* Effect.repeat(Queue.take(hints), { until: (h) => h._tag === "Connected" })
+          const hints = yield* hintsOf(name)
           const keyed = { policies: { concurrency: { source: "enqueue", value: { key: "k", limit: 3, mode: "Wait" } } } }
-          const row = (id: string, metadata: unknown, at = new Date(0)): NewJob => ({
-            id, type: "T", handler: null, payload: {}, state: "Enqueued", scheduleTime: at, metadata
-          })
+          const row = pendingRow
           yield* store.insert([row("a", {}), row("b", keyed, new Date(1)), row("c", keyed, new Date(2)), row("d", keyed, new Date(3))])
           // a claim takes at most one keyed Wait row (the claim's admission): "b" with "a", then "c"
           const [a, b] = yield* store.fetch("w", 3, Duration.minutes(1))
