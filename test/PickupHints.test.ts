@@ -29,14 +29,14 @@ describe("busy lanes claim high-priority rows ahead of their batch", () => {
       const a = p.join(() => {})
       const b = p.join(() => {})
       const now = Date.now()
-      expect(a.urgent(0, now)).toBe(false)
+      expect(a.urgent(() => 0, () => now)).toBe(false)
       yield* p.hint({ _tag: "Due", count: 2, priority: 5 })
       // a lane whose batch holds a row of priority 5 or more is not asked
-      expect(a.urgent(5, now)).toBe(false)
-      expect(a.urgent(0, now)).toBe(true)
-      expect(b.urgent(4, now)).toBe(true)
+      expect(a.urgent(() => 5, () => now)).toBe(false)
+      expect(a.urgent(() => 0, () => now)).toBe(true)
+      expect(b.urgent(() => 4, () => now)).toBe(true)
       // two rows, two lanes
-      expect(b.urgent(0, now)).toBe(false)
+      expect(b.urgent(() => 0, () => now)).toBe(false)
     }).pipe(Effect.scoped))
 
   it.live("an idle lane woken for the row leaves nothing urgent; the default priority never is", () =>
@@ -48,9 +48,9 @@ describe("busy lanes claim high-priority rows ahead of their batch", () => {
       yield* Effect.yieldNow
       yield* p.hint({ _tag: "Due", count: 1, priority: 5 })
       yield* Fiber.join(asleep)
-      expect(busy.urgent(0, Date.now())).toBe(false)
+      expect(busy.urgent(() => 0, () => Date.now())).toBe(false)
       yield* p.hint({ _tag: "Due", count: 3 })
-      expect(busy.urgent(-10, Date.now())).toBe(false)
+      expect(busy.urgent(() => -10, () => Date.now())).toBe(false)
     }).pipe(Effect.scoped))
 
   it.live("a lane's own claim takes urgent rows; they lapse after a poll interval", () =>
@@ -59,10 +59,10 @@ describe("busy lanes claim high-priority rows ahead of their batch", () => {
       const a = p.join(() => {})
       yield* p.hint({ _tag: "Due", count: 2, priority: 1 })
       a.claiming(1)
-      expect(a.urgent(0, Date.now())).toBe(true)
-      expect(a.urgent(0, Date.now())).toBe(false)
+      expect(a.urgent(() => 0, () => Date.now())).toBe(true)
+      expect(a.urgent(() => 0, () => Date.now())).toBe(false)
       yield* p.hint({ _tag: "Due", count: 1, priority: 1 })
-      expect(a.urgent(0, Date.now() + 1_001)).toBe(false)
+      expect(a.urgent(() => 0, () => Date.now() + 1_001)).toBe(false)
     }).pipe(Effect.scoped))
 
   it("the notification payload carries the due rows' highest priority when it is not 0", () => {

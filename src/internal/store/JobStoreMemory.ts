@@ -265,7 +265,7 @@ export const make = Effect.flatMap(Effect.zip(SemaphoreProviderMemory.make, PubS
           }
           // one hint per insert, as the PostgreSQL store's one notification per statement
           const { due, earliest, priority } = Wakeup.insertSummary(rows, at.getTime())
-          if (due > 0) PubSub.publishUnsafe(hub, priority === undefined || priority === 0 ? { _tag: "Due", count: due } : { _tag: "Due", count: due, priority })
+          if (due > 0) PubSub.publishUnsafe(hub, Wakeup.due(due, priority))
           if (earliest !== undefined) PubSub.publishUnsafe(hub, { _tag: "Future", inMs: earliest - at.getTime() })
           return Effect.succeed(results)
         })

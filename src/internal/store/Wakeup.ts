@@ -40,6 +40,10 @@ export const insertPayload = (due: number, earliest: number | undefined, priorit
     ? undefined
     : `${due > 0 ? `d${due}${priority !== 0 ? `p${priority}` : ""}` : ""}${earliest === undefined ? "" : `@${earliest}`}`
 
+/** The `Due` hint of `count` rows whose highest priority is `priority` (left out when it is the default 0). */
+export const due = (count: number, priority: number | undefined): Wakeup =>
+  priority === undefined || priority === 0 ? { _tag: "Due", count } : { _tag: "Due", count, priority }
+
 /** The payload of a `Freed` hint for `key`: `f{key}` (`f` alone for a key too long to carry). */
 export const freedPayload = (key: string): string => (key.length > MAX_KEY ? "f" : `f${key}`)
 
@@ -73,7 +77,7 @@ export const decode = (payload: string, now: number): ReadonlyArray<Wakeup> => {
   const m = INSERT.exec(payload)
   if (m === null) return []
   const out: Array<Wakeup> = []
-  if (m[1] !== undefined) out.push(m[2] === undefined ? { _tag: "Due", count: Number(m[1]) } : { _tag: "Due", count: Number(m[1]), priority: Number(m[2]) })
+  if (m[1] !== undefined) out.push(due(Number(m[1]), m[2] === undefined ? undefined : Number(m[2])))
   if (m[3] !== undefined) out.push({ _tag: "Future", inMs: Math.max(0, Number(m[3]) - now) })
   return out
 }

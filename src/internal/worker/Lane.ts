@@ -125,6 +125,8 @@ export const lane = (options: LaneOptions): Effect.Effect<void> =>
       carried = [...jobs]
     }
     return Effect.gen(function* () {
+      // read synchronously where a job boundary asks the time only now and then (`LaneWake.urgent`)
+      const clock = yield* Clock.Clock
       while (!(yield* Deferred.isDone(state.stopping))) {
         let jobs: Array<Job> = later.splice(0)
         let fetched = 0
@@ -157,7 +159,7 @@ export const lane = (options: LaneOptions): Effect.Effect<void> =>
           }
           // rows of a higher priority than all this batch has left came due, and no idle lane took them:
           // claim one first (see `Pickup`), so it waits for the job running now, not for the batch
-          if (jobs.length > 0 && waker.urgent(highest(jobs), yield* Clock.currentTimeMillis)) {
+          if (jobs.length > 0 && waker.urgent(() => highest(jobs), () => clock.currentTimeMillisUnsafe())) {
             const first = yield* options.claim(1, contendedAt(yield* Clock.currentTimeMillis))
             for (const row of first) state.inFlight.add(row.id)
             jobs.unshift(...first)

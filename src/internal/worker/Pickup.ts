@@ -55,8 +55,9 @@ export interface LaneWake {
    * Asked by a busy lane before it starts the next job of its batch (`below`: the highest priority among
    * the batch's rows not started; `now`: epoch ms): whether it should claim one row first, because rows of a higher
    * priority came due that no idle lane was woken for (one lane per such row; see the module's note).
+   * Both are read only while such rows are pending, so the common case costs the lane nothing per job.
    */
-  readonly urgent: (below: number, now: number) => boolean
+  readonly urgent: (below: () => number, now: () => number) => boolean
   /** The lane sends a claim of `n` rows now: it takes up to `n` of the urgent rows too. */
   readonly claiming: (n: number) => void
   /** The lane leaves (it stopped). */
@@ -234,8 +235,8 @@ export const make = (store: JobStoreService, state: WorkerState): Effect.Effect<
               }),
         urgent: (below, now) => {
           const u = urgent
-          if (u === undefined || u.priority <= below) return false
-          if (u.until <= now) {
+          if (u === undefined || u.priority <= below()) return false
+          if (u.until <= now()) {
             urgent = undefined
             return false
           }
